@@ -1,0 +1,1 @@
+"""Readers that turn data set releases into Interaction protos."""

@@ -1,0 +1,70 @@
+"""Tasks and their presets: data splits, conversion defaults and the paper's hyper-parameters."""
+
+import dataclasses
+import enum
+from typing import Optional, Tuple
+
+
+class Task(enum.Enum):
+    SQA = "SQA"
+    WTQ = "WTQ"
+    WIKISQL = "WIKISQL"
+    PRETRAIN = "PRETRAIN"
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A data split: the release file it comes from and whether it trains."""
+
+    name: str
+    file_name: str
+    is_training: bool
+    required: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPreset:
+    """Per-task defaults (Herzig et al. 2020, appendix; DESIGN.md's table)."""
+
+    splits: Tuple[Split, ...]
+    train_steps: int
+    learning_rate: float
+    warmup_ratio: float
+    train_batch_size: int
+    temperature: float = 1.0
+    answer_loss_cutoff: Optional[float] = None
+    huber_loss_delta: Optional[float] = None
+    cell_selection_preference: Optional[float] = None
+    gradient_clipping: Optional[float] = None
+    select_one_column: bool = True
+    init_cell_selection_weights_to_zero: bool = False
+    num_aggregation_labels: int = 0
+    use_answer_as_supervision: bool = False
+    max_seq_length: int = 512
+
+
+_SQA_SPLITS = (
+    Split("train", "random-split-1-train.tsv", is_training=True),
+    Split("dev", "random-split-1-dev.tsv", is_training=False),
+    Split("test", "test.tsv", is_training=False, required=False),
+)
+
+PRESETS = {
+    Task.SQA: TaskPreset(
+        splits=_SQA_SPLITS, train_steps=200_000, learning_rate=1.25e-5, warmup_ratio=0.2,
+        train_batch_size=128, select_one_column=True, init_cell_selection_weights_to_zero=False),
+    Task.WIKISQL: TaskPreset(
+        splits=(), train_steps=50_000, learning_rate=6.17164e-5, warmup_ratio=0.142400,
+        train_batch_size=512, temperature=0.107515, answer_loss_cutoff=0.185567,
+        huber_loss_delta=1265.74, cell_selection_preference=0.611754, gradient_clipping=10.0,
+        select_one_column=False, num_aggregation_labels=4, use_answer_as_supervision=True),
+    Task.WTQ: TaskPreset(
+        splits=(), train_steps=50_000, learning_rate=1.93581e-5, warmup_ratio=0.128960,
+        train_batch_size=512, temperature=0.0352513, answer_loss_cutoff=0.664694,
+        huber_loss_delta=0.121194, cell_selection_preference=0.207951, gradient_clipping=10.0,
+        select_one_column=True, init_cell_selection_weights_to_zero=True,
+        num_aggregation_labels=4, use_answer_as_supervision=True),
+    Task.PRETRAIN: TaskPreset(
+        splits=(), train_steps=1_000_000, learning_rate=5e-5, warmup_ratio=0.01,
+        train_batch_size=512, max_seq_length=128),
+}
