@@ -61,8 +61,7 @@ class EncodedTable:
         self.num_columns = len(table.columns)
         self.num_rows = len(table.rows)
         _check_shape(table)
-        self.header = _tokenize_row(tokenizer, table.columns, strip=config.strip_column_names)
-        self.rows = [_tokenize_row(tokenizer, row.cells, strip=False) for row in table.rows]
+        self.header, *self.rows = _tokenize_table(tokenizer, table, config.strip_column_names)
         self.max_cell_length = max(
             [len(c.ids) for c in self.header] + [len(c.ids) for row in self.rows for c in row])
         self.numeric_values = _float_values(table)
@@ -197,14 +196,17 @@ def _check_shape(table: interaction_pb2.Table) -> None:
                 f"the header has {len(table.columns)}")
 
 
-def _tokenize_row(tokenizer, cells: Sequence[interaction_pb2.Cell], strip: bool) -> List[CellTokens]:
-    texts = ["" if strip else cell.text for cell in cells]
-    result = []
+def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool) -> List[List[CellTokens]]:
+    """Header then body rows of CellTokens, with every cell tokenised in one batch."""
+    header = ["" if strip_header else cell.text for cell in table.columns]
+    texts = header + [cell.text for row in table.rows for cell in row.cells]
+    cells = []
     for tokens in tokenizer.tokenize_cells(texts):
         ids = tokenizer.convert_tokens_to_ids(tokens)
         starts = [i for i, t in enumerate(tokens) if not t.startswith("##")] + [len(tokens)]
-        result.append(CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64)))
-    return result
+        cells.append(CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64)))
+    width = len(table.columns)
+    return [cells[i:i + width] for i in range(0, len(cells), width)]
 
 
 def _trimmed_lengths(cell: CellTokens, caps: np.ndarray) -> np.ndarray:

@@ -1,0 +1,199 @@
+"""TAPAS input embeddings: word + position + seven table token types, then LayerNorm and dropout.
+
+The seven token types tell the encoder where a token sits in the table:
+
+    feature            vocab  meaning
+    segment_ids          3    0 question, 1 table
+    column_ids         256    column, from 1; 0 for question and padding
+    row_ids            256    row, from 1 for body rows; 0 for question, header and padding
+    prev_label_ids       2    1 if the token was in the previous answer (SQA)
+    column_ranks       256    rank of the cell's value in its column, 0 if none
+    inv_column_ranks   256    rank in reverse order
+    numeric_relations   10    bit set of relations between the question's numbers and the cell
+
+With `reset_position_index_per_cell`, a token's position restarts at 0 at the first token of its
+cell, so the position says where the token is inside its cell. A hand-drawn example:
+
+    token        [CLS] how many [SEP] name age  bob  4  ##2
+    column_ids     0    0   0    0     1    2    1   2   2
+    row_ids        0    0   0    0     0    0    1   1   1
+    position       0    1   2    3     0    0    0   0   1
+
+Question tokens and padding share cell (0, 0), whose first token is [CLS], so they keep their
+absolute positions.
+"""
+
+from typing import Any, Dict, Mapping, Sequence
+
+import tensorflow as tf
+import tf_keras
+
+# Feature names of the seven token types, in the order of `type_vocab_sizes`.
+TOKEN_TYPE_FEATURES = (
+    "segment_ids",
+    "column_ids",
+    "row_ids",
+    "prev_label_ids",
+    "column_ranks",
+    "inv_column_ranks",
+    "numeric_relations",
+)
+
+
+def cell_position_ids(column_ids: tf.Tensor, row_ids: tf.Tensor, max_position_embeddings: int) -> tf.Tensor:
+    """Position of every token relative to the first token of its cell.
+
+    A cell is a (column_id, row_id) pair, so question and padding tokens (cell (0, 0)) count
+    from [CLS]. Positions are capped at max_position_embeddings - 1, as Hugging Face does.
+    The first token of each cell is found by comparing every pair of tokens: the [batch, seq,
+    seq] comparison is smaller than one attention map, fuses into a reduction under XLA and,
+    unlike a segment reduction, does not depend on the size of the id vocabularies.
+
+    Args:
+      column_ids: <int32>[batch, seq_len].
+      row_ids: <int32>[batch, seq_len].
+      max_position_embeddings: int, size of the position table.
+
+    Returns:
+      <int32>[batch, seq_len] position ids.
+    """
+    column_ids = tf.convert_to_tensor(column_ids)
+    row_ids = tf.convert_to_tensor(row_ids)
+    seq_length = tf.shape(column_ids)[1]
+    positions = tf.range(seq_length, dtype=tf.int32)
+    # same_cell[b, i, j]: tokens i and j of example b are in the same cell.
+    same_cell = tf.logical_and(
+        tf.equal(column_ids[:, :, None], column_ids[:, None, :]),
+        tf.equal(row_ids[:, :, None], row_ids[:, None, :]),
+    )
+    # j = i is always in the same cell, so the minimum is at most i.
+    first_position = tf.reduce_min(tf.where(same_cell, positions[None, None, :], seq_length), axis=-1)
+    return tf.minimum(positions[None, :] - first_position, max_position_embeddings - 1)
+
+
+@tf_keras.utils.register_keras_serializable(package="tapas_tf")
+class TapasEmbeddings(tf_keras.layers.Layer):
+    """Sums word, position and the seven token-type embeddings, then LayerNorm and dropout.
+
+    Weights (TF1 checkpoint names under `bert/embeddings/`, see `weight_map`):
+      word_embeddings <float32>[vocab_size, hidden]; position_embeddings
+      <float32>[max_position_embeddings, hidden]; token_type_embeddings_{i}
+      <float32>[type_vocab_sizes[i], hidden] for i in 0..6; LayerNorm gamma and beta
+      <float32>[hidden].
+
+    Args:
+      vocab_size: int, number of word ids.
+      hidden_size: int, embedding width.
+      max_position_embeddings: int, size of the position table.
+      type_vocab_sizes: sequence of 7 ints, sizes of the token-type tables.
+      initializer_range: float, stddev of the truncated normal initialiser.
+      layer_norm_eps: float, LayerNorm epsilon.
+      dropout_rate: float, dropout on the normalised sum.
+      reset_position_index_per_cell: bool, use `cell_position_ids` instead of absolute positions.
+
+    Call args:
+      features: dict with "input_ids" and the seven `TOKEN_TYPE_FEATURES`, each
+        <int32>[batch, seq_len].
+      training: bool, apply dropout.
+
+    Returns:
+      <float32>[batch, seq_len, hidden].
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int,
+        max_position_embeddings: int,
+        type_vocab_sizes: Sequence[int],
+        initializer_range: float = 0.02,
+        layer_norm_eps: float = 1e-12,
+        dropout_rate: float = 0.1,
+        reset_position_index_per_cell: bool = True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if len(type_vocab_sizes) != len(TOKEN_TYPE_FEATURES):
+            raise ValueError(
+                f"type_vocab_sizes must have {len(TOKEN_TYPE_FEATURES)} entries "
+                f"({', '.join(TOKEN_TYPE_FEATURES)}), got {list(type_vocab_sizes)}."
+            )
+        # === Layers ===
+        self.layer_norm = tf_keras.layers.LayerNormalization(axis=-1, epsilon=layer_norm_eps, name="LayerNorm")
+        self.dropout = tf_keras.layers.Dropout(rate=dropout_rate)
+
+        # === Config ===
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_sizes = tuple(type_vocab_sizes)
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.dropout_rate = dropout_rate
+        self.reset_position_index_per_cell = reset_position_index_per_cell
+
+    def build(self, input_shape=None):
+        self.word_embeddings = self._table("word_embeddings", self.vocab_size)
+        self.position_embeddings = self._table("position_embeddings", self.max_position_embeddings)
+        self.token_type_embeddings = [
+            self._table(f"token_type_embeddings_{i}", size) for i, size in enumerate(self.type_vocab_sizes)
+        ]
+        with tf.name_scope(self.layer_norm.name):
+            self.layer_norm.build([None, None, self.hidden_size])
+        super().build(input_shape)
+
+    def _table(self, name: str, rows: int) -> tf.Variable:
+        return self.add_weight(
+            name=name,
+            shape=(rows, self.hidden_size),
+            initializer=tf_keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+        )
+
+    def call(self, features: Mapping[str, tf.Tensor], training=None) -> tf.Tensor:
+        missing = [key for key in ("input_ids",) + TOKEN_TYPE_FEATURES if key not in features]
+        if missing:
+            raise ValueError(f"TapasEmbeddings needs features {', '.join(missing)}.")
+        input_ids = tf.cast(features["input_ids"], tf.int32)
+        if self.reset_position_index_per_cell:
+            position_ids = cell_position_ids(
+                tf.cast(features["column_ids"], tf.int32),
+                tf.cast(features["row_ids"], tf.int32),
+                self.max_position_embeddings,
+            )
+        else:
+            position_ids = tf.range(tf.shape(input_ids)[1])[None, :]
+        embeddings = tf.gather(self.word_embeddings, input_ids)
+        embeddings += tf.gather(self.position_embeddings, position_ids)
+        for name, table in zip(TOKEN_TYPE_FEATURES, self.token_type_embeddings):
+            embeddings += tf.gather(table, tf.cast(features[name], tf.int32))
+        return self.dropout(self.layer_norm(embeddings), training=training)
+
+    @property
+    def embedding_table(self) -> tf.Variable:
+        """The word embedding table <float32>[vocab_size, hidden], tied to the MLM decoder."""
+        return self.word_embeddings
+
+    def weight_map(self, prefix: str = "bert/embeddings") -> Dict[str, tf.Variable]:
+        """TF1 checkpoint name -> variable; every shape equals the TF1 shape."""
+        names = {"word_embeddings": self.word_embeddings, "position_embeddings": self.position_embeddings}
+        for i, table in enumerate(self.token_type_embeddings):
+            names[f"token_type_embeddings_{i}"] = table
+        names["LayerNorm/gamma"] = self.layer_norm.gamma
+        names["LayerNorm/beta"] = self.layer_norm.beta
+        return {f"{prefix}/{name}": variable for name, variable in names.items()}
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "hidden_size": self.hidden_size,
+                "max_position_embeddings": self.max_position_embeddings,
+                "type_vocab_sizes": list(self.type_vocab_sizes),
+                "initializer_range": self.initializer_range,
+                "layer_norm_eps": self.layer_norm_eps,
+                "dropout_rate": self.dropout_rate,
+                "reset_position_index_per_cell": self.reset_position_index_per_cell,
+            }
+        )
+        return config
