@@ -29,15 +29,7 @@ import tensorflow as tf
 import tf_keras
 
 # Feature names of the seven token types, in the order of `type_vocab_sizes`.
-TOKEN_TYPE_FEATURES = (
-    "segment_ids",
-    "column_ids",
-    "row_ids",
-    "prev_label_ids",
-    "column_ranks",
-    "inv_column_ranks",
-    "numeric_relations",
-)
+from tapas_tf.example_features import TOKEN_TYPE_FEATURES  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def cell_position_ids(column_ids: tf.Tensor, row_ids: tf.Tensor, max_position_embeddings: int) -> tf.Tensor:
