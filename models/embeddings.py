@@ -28,8 +28,9 @@ from typing import Any, Dict, Mapping, Sequence
 import tensorflow as tf
 import tf_keras
 
-# Feature names of the seven token types, in the order of `type_vocab_sizes`.
-from tapas_tf.example_features import TOKEN_TYPE_FEATURES  # noqa: E402  pylint: disable=wrong-import-position
+# The seven token-type feature names, in the order of `type_vocab_sizes`.
+from tapas_tf.example_features import TOKEN_TYPE_FEATURES
+
 
 
 def cell_position_ids(column_ids: tf.Tensor, row_ids: tf.Tensor, max_position_embeddings: int) -> tf.Tensor:
