@@ -29,9 +29,14 @@ _OUTER_QUOTES = re.compile(r'^"([^"]*)"$')
 _NON_WORD = re.compile(r"[^\w\d]+")
 
 
-def strip_accents(text: str) -> str:
-    """Removes combining marks after NFKD decomposition ("é" -> "e")."""
-    decomposed = unicodedata.normalize("NFKD", text)
+def strip_accents(text: str, compatibility: bool = True) -> str:
+    """Removes combining marks after decomposition ("é" -> "e").
+
+    With `compatibility` (NFKD) compatibility characters are folded too
+    ("km²" -> "km2", "ﬁ" -> "fi"); without it (NFD) they are kept, so that a
+    superscript is not read as a number.
+    """
+    decomposed = unicodedata.normalize("NFKD" if compatibility else "NFD", text)
     return "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
 
 
@@ -73,7 +78,7 @@ def normalize_for_match(text: str) -> str:
     Unlike `normalize_answer_text` nothing is removed, so character offsets of
     numbers found in the result stay meaningful to a reader of the question.
     """
-    text = normalize_punctuation(strip_accents(text))
+    text = normalize_punctuation(strip_accents(text, compatibility=False))
     return collapse_whitespace(text).lower()
 
 
