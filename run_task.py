@@ -37,6 +37,58 @@ flags.DEFINE_bool("strip_column_names", False, "Encode header cells as [EMPTY]."
 flags.DEFINE_bool("drop_rows_to_fit", False,
                   "Drop trailing rows of tables that do not fit instead of dropping the question.")
 
+# --- predict, predict_and_evaluate ---
+flags.DEFINE_enum("predict_split", "dev", ["dev", "test", "train"],
+                  "Split to predict: OUTPUT_DIR/interactions/{split}.tfrecord; names the outputs.")
+flags.DEFINE_string("interactions_file", None,
+                    "Annotated interactions to predict instead of the split's file under --output_dir.")
+flags.DEFINE_string("checkpoint", None, "Checkpoint prefix to predict with; default the newest in --model_dir.")
+flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the last batch is padded).")
+flags.DEFINE_bool("use_gold_previous_answer", False,
+                  "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
+flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
+
+
+# --- train (defaults of None take the task's preset, DESIGN.md's table) ---
+flags.DEFINE_string("train_file", None,
+                    "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
+                    "(ignored when MODEL_DIR already has a checkpoint to resume).")
+flags.DEFINE_string("model_size", None,
+                    "tiny|mini|small|medium|base|large; default: --model_config, else the config of an "
+                    "--init_checkpoint model directory, else base.")
+flags.DEFINE_string("model_config", None,
+                    "TapasConfig JSON file giving the encoder; the task's preset and flags override it.")
+flags.DEFINE_multi_string("model_option", [],
+                          "NAME=VALUE override of any TapasConfig field (repeatable), e.g. "
+                          "hidden_dropout_prob=0.0.")
+flags.DEFINE_float("temperature", None, "Cell selection temperature.")
+flags.DEFINE_float("answer_loss_cutoff", None, "Examples with a larger answer loss are ignored.")
+flags.DEFINE_float("huber_loss_delta", None, "Delta of the Huber answer loss.")
+flags.DEFINE_float("cell_selection_preference", None, "Ambiguous answers go to cell selection below this.")
+flags.DEFINE_bool("select_one_column", None, "Hierarchical loss: one column, then its cells.")
+flags.DEFINE_bool("init_cell_selection_weights_to_zero", None, "Start the cell and column heads at zero.")
+flags.DEFINE_integer("num_aggregation_labels", None, "Aggregation operators including NONE (0: no head).")
+flags.DEFINE_bool("use_answer_as_supervision", None, "Weak supervision from the scalar answer.")
+flags.DEFINE_integer("train_steps", None, "Optimiser steps.")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_float("warmup_ratio", None, "Share of train_steps of linear warm-up; then linear decay to 0.")
+flags.DEFINE_integer("train_batch_size", None, "Examples per optimiser step, over all replicas.")
+flags.DEFINE_float("gradient_clipping", None, "Clip the global gradient norm to this; 0 does not clip.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per step whose gradients are summed.")
+flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm and bias).")
+flags.DEFINE_bool("use_xla", None, "Compile the training step with XLA; default on with GPUs, off on CPU, "
+                  "where it measured slower.")
+flags.DEFINE_string("distribution_strategy", "one_device", "one_device|mirrored|multi_worker_mirrored|tpu.")
+flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+flags.DEFINE_integer("log_steps", 100, "TensorBoard scalars and a log line every this many steps.")
+flags.DEFINE_integer("shuffle_buffer", 10_000, "Examples in the shuffle buffer (<= 1: file order).")
+flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
+flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
+
 
 def _require(*names: str) -> None:
     missing = [n for n in names if not getattr(FLAGS, n)]
@@ -66,8 +118,77 @@ def create_data(task: Task, pipeline_args: List[str]) -> None:
     logging.info("Report: %s", os.path.join(FLAGS.output_dir, REPORT_FILE))
 
 
+def train(task: Task, pipeline_args: List[str]) -> None:
+    """Trains (or resumes) in --model_dir on --train_file; see tapas_tf.training.train."""
+    if pipeline_args:
+        raise app.UsageError(f"--mode=train: unknown arguments {' '.join(pipeline_args)}")
+    _require("model_dir")
+    if not FLAGS.train_file:
+        _require("output_dir")
+    from tapas_tf import distribution, train_config, training
+
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    model_config = train_config.model_config_for_task(
+        task, train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, FLAGS.init_checkpoint),
+        temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
+        huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
+        select_one_column=FLAGS.select_one_column,
+        init_cell_selection_weights_to_zero=FLAGS.init_cell_selection_weights_to_zero,
+        num_aggregation_labels=FLAGS.num_aggregation_labels,
+        use_answer_as_supervision=FLAGS.use_answer_as_supervision,
+        **train_config.parse_overrides(FLAGS.model_option))
+    config = train_config.train_config_for_task(
+        task, FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train.tfrecord"),
+        max_seq_length=FLAGS.max_seq_length, train_steps=FLAGS.train_steps, learning_rate=FLAGS.learning_rate,
+        warmup_ratio=FLAGS.warmup_ratio, train_batch_size=FLAGS.train_batch_size,
+        gradient_clipping=FLAGS.gradient_clipping, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        weight_decay=FLAGS.weight_decay,
+        use_xla=distribution.default_use_xla() if FLAGS.use_xla is None else FLAGS.use_xla,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
+        init_checkpoint=FLAGS.init_checkpoint, show_progress=FLAGS.progress_bar)
+    result = training.train(model_config, config, FLAGS.model_dir, strategy)
+    logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
+
+
+def _predict(task: Task, pipeline_args: List[str], evaluate: bool) -> None:
+    """Predicts --predict_split with --model_dir; see tapas_tf.predict.predict_model_dir.
+
+    The conversion options come from the flags, with fail_on_dropped_answers off.
+    """
+    if pipeline_args:
+        raise app.UsageError(f"--mode={FLAGS.mode}: unknown arguments {' '.join(pipeline_args)}")
+    if evaluate and task != Task.SQA:
+        raise app.UsageError(f"--mode={FLAGS.mode} computes SQA metrics; {task.value} is not supported yet")
+    _require("model_dir")
+    if not FLAGS.interactions_file:
+        _require("output_dir")
+    from tapas_tf.predict import predict_model_dir
+
+    # The layout create_data writes.
+    interactions_file = FLAGS.interactions_file or os.path.join(
+        FLAGS.output_dir, "interactions", f"{FLAGS.predict_split}.tfrecord")
+    predict_model_dir(FLAGS.model_dir, interactions_file, FLAGS.predict_split, _conversion_config(),
+                      checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
+                      use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
+                      jit_compile=FLAGS.predict_jit_compile)
+
+
+def predict(task: Task, pipeline_args: List[str]) -> None:
+    """Writes MODEL_DIR/predictions/{split}.tsv."""
+    _predict(task, pipeline_args, evaluate=False)
+
+
+def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
+    """Also writes MODEL_DIR/predictions/{split}_metrics.json and TensorBoard scalars in MODEL_DIR/eval_{split}."""
+    _predict(task, pipeline_args, evaluate=True)
+
+
 MODES: Dict[str, Callable[[Task, List[str]], None]] = {
     "create_data": create_data,
+    "train": train,
+    "predict": predict,
+    "predict_and_evaluate": predict_and_evaluate,
 }
 
 
