@@ -91,10 +91,13 @@ def measure_size(size: str, args: argparse.Namespace) -> List[dict]:
     real = standard_real_length(512)
     lengths = [n for n in args.infer_lengths.split(",") if n]
     records = []
-    records += run_bench(tf_bench + common + train + ["--jit_compile", "true"], f"tf train xla {size}", args)
-    records += run_bench(torch_bench + common + train, f"torch train {size}", args)
-    if not args.skip_no_xla:
-        records += run_bench(tf_bench + common + train + ["--jit_compile", "false"], f"tf train {size}", args)
+    if "train" in args.measures:
+        records += run_bench(tf_bench + common + train + ["--jit_compile", "true"], f"tf train xla {size}", args)
+        records += run_bench(torch_bench + common + train, f"torch train {size}", args)
+        if not args.skip_no_xla:
+            records += run_bench(tf_bench + common + train + ["--jit_compile", "false"], f"tf train {size}", args)
+    if "infer" not in args.measures:
+        return records
     records += run_bench(
         tf_bench + common + infer + ["--jit_compile", "true,false", "--infer_lengths", ",".join(lengths)],
         f"tf infer {size}", args,
@@ -191,6 +194,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--infer_lengths", default="100,200", help="extra single-question table lengths (tokens)")
     parser.add_argument("--peer_python", default="/work/peer/bin/python")
     parser.add_argument("--tf_python", default=sys.executable)
+    parser.add_argument("--measures", default="train,infer", help="train, infer or both")
     parser.add_argument("--skip_no_xla", action="store_true", help="train TF with XLA only")
     parser.add_argument("--max_load", type=float, default=1.5)
     parser.add_argument("--poll_seconds", type=float, default=60)
@@ -201,6 +205,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes.split(",") if s]
     lengths = [int(n) for n in args.infer_lengths.split(",") if n]
+    if not set(args.measures.split(",")) <= {"train", "infer"}:
+        raise ValueError(f"--measures takes train and/or infer, got {args.measures!r}")
 
     if args.from_json:
         with open(args.from_json) as f:
