@@ -54,17 +54,7 @@ _CONVERT_BIN_COMMAND = (
 
 def read_hf_config(source_dir: str) -> Dict[str, Any]:
     """The parsed `config.json` of a HF model directory."""
-    path = os.path.join(source_dir, CONFIG_FILE)
-    if not os.path.exists(path):
-        raise ValueError(f"{source_dir} is not a Hugging Face model directory: {CONFIG_FILE} is missing.")
-    with open(path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(values, dict):
-        raise ValueError(f"{path} must hold a JSON object.")
-    return values
+    return names.read_json_object(source_dir, CONFIG_FILE, "a Hugging Face")
 
 
 def hf_activation(name: Any) -> str:

@@ -29,8 +29,10 @@ biases, [heads, head_size, hidden] output kernel); `tf1_shape` gives the 2-D TF1
 plain row-major reshape maps onto them.
 """
 
+import json
+import os
 import re
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 # Hugging Face buffers that are not parameters (position ids are recomputed by every model).
 HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
@@ -174,3 +176,21 @@ def tf1_shape(tf1_name: str, shape: Sequence[int]) -> Tuple[int, ...]:
     if len(shape) == 2 and tf1_name.endswith("/bias"):
         return (shape[0] * shape[1],)
     return shape
+
+
+def read_json_object(source_dir: str, file_name: str, kind: str) -> Dict[str, Any]:
+    """The parsed JSON object `source_dir/file_name` of a `kind` model directory.
+
+    Raises ValueError when the file is missing, is not JSON or is not an object.
+    """
+    path = os.path.join(source_dir, file_name)
+    if not os.path.exists(path):
+        raise ValueError(f"{source_dir} is not {kind} model directory: {file_name} is missing.")
+    with open(path, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from e
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a JSON object.")
+    return values

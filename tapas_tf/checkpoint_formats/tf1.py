@@ -11,13 +11,13 @@ becomes "gelu_tanh"; LayerNorm epsilon is tf_slim's 1e-12.
 """
 
 import glob
-import json
 import os
 from typing import Any, Dict, List, Mapping, Tuple
 
 import numpy as np
 
 from models.config import TapasConfig
+from tapas_tf.checkpoint_formats import names
 
 BERT_CONFIG_FILE = "bert_config.json"
 # The original BertConfig's activations (tf1 name -> ours); "gelu" there is the tanh form.
@@ -48,17 +48,7 @@ _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 def read_bert_config(source_dir: str) -> Dict[str, Any]:
     """The parsed `bert_config.json` of an original TAPAS release directory."""
-    path = os.path.join(source_dir, BERT_CONFIG_FILE)
-    if not os.path.exists(path):
-        raise ValueError(f"{source_dir} is not an original TAPAS model directory: {BERT_CONFIG_FILE} is missing.")
-    with open(path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(values, dict):
-        raise ValueError(f"{path} must hold a JSON object.")
-    return values
+    return names.read_json_object(source_dir, BERT_CONFIG_FILE, "an original TAPAS")
 
 
 def tapas_config_from_bert_config(
