@@ -97,8 +97,8 @@ def _require(*names: str) -> None:
 
 
 def _conversion_config():
-    from tapas_tf.conversion_config import ConversionConfig
-    from tapas_tf.vocab import resolve_vocab_file
+    from tapas_tf.features.conversion_config import ConversionConfig
+    from tapas_tf.features.vocab import resolve_vocab_file
 
     return ConversionConfig(
         vocab_file=resolve_vocab_file(FLAGS.vocab_file), max_seq_length=FLAGS.max_seq_length,
@@ -108,7 +108,7 @@ def _conversion_config():
 
 
 def create_data(task: Task, pipeline_args: List[str]) -> None:
-    from beam_jobs.create_task_data import REPORT_FILE, run_create_data
+    from tapas_tf.beam_jobs.create_task_data import REPORT_FILE, run_create_data
 
     _require("input_dir", "output_dir")
     report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args)
@@ -119,13 +119,13 @@ def create_data(task: Task, pipeline_args: List[str]) -> None:
 
 
 def train(task: Task, pipeline_args: List[str]) -> None:
-    """Trains (or resumes) in --model_dir on --train_file; see tapas_tf.training.train."""
+    """Trains (or resumes) in --model_dir on --train_file; see tapas_tf.training.trainer.train."""
     if pipeline_args:
         raise app.UsageError(f"--mode=train: unknown arguments {' '.join(pipeline_args)}")
     _require("model_dir")
     if not FLAGS.train_file:
         _require("output_dir")
-    from tapas_tf import distribution, train_config, training
+    from tapas_tf.training import config as train_config, distribution, trainer as training
 
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
     model_config = train_config.model_config_for_task(
@@ -152,7 +152,7 @@ def train(task: Task, pipeline_args: List[str]) -> None:
 
 
 def _predict(task: Task, pipeline_args: List[str], evaluate: bool) -> None:
-    """Predicts --predict_split with --model_dir; see tapas_tf.predict.predict_model_dir.
+    """Predicts --predict_split with --model_dir; see tapas_tf.inference.sequential.predict_model_dir.
 
     The conversion options come from the flags, with fail_on_dropped_answers off.
     """
@@ -163,7 +163,7 @@ def _predict(task: Task, pipeline_args: List[str], evaluate: bool) -> None:
     _require("model_dir")
     if not FLAGS.interactions_file:
         _require("output_dir")
-    from tapas_tf.predict import predict_model_dir
+    from tapas_tf.inference.sequential import predict_model_dir
 
     # The layout create_data writes.
     interactions_file = FLAGS.interactions_file or os.path.join(
@@ -206,6 +206,8 @@ def _parse_flags(argv: List[str]) -> List[str]:
 
 
 def run() -> None:
+    if any(arg in ("-h", "-?", "--help", "--helpshort") for arg in sys.argv[1:]):
+        app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)  # absl's own --help exits 1.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     app.run(main, argv=sys.argv, flags_parser=_parse_flags)
 

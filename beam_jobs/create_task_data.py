@@ -1,6 +1,6 @@
 """Beam job: a task's release files -> interactions and classifier TFRecords.
 
-    python -m beam_jobs.create_task_data --task=SQA --input_dir=DIR --output_dir=DIR \
+    python beam_jobs/create_task_data.py --task=SQA --input_dir=DIR --output_dir=DIR \
         --vocab_file=vocab.txt [--runner=DirectRunner --direct_num_workers=2 ...]
 
 Writes, per split: `interactions/{split}.tfrecord`, `tf_examples/{split}.tfrecord`
@@ -12,46 +12,23 @@ import argparse
 import json
 import logging
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from tapas_tf import beam_transforms
-from tapas_tf.conversion_config import ConversionConfig
-from tapas_tf.protos import interaction_pb2
-from tapas_tf.tasks import PRESETS, Split, Task
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.conversion_config import ConversionConfig
+from tapas_tf.pipelines import classifier_data, reports, runners, task_files
+from tapas_tf.tasks import Split, Task
 
-REPORT_FILE = "conversion_report.json"
-
-
-def split_paths(output_dir: str, split: str) -> Dict[str, str]:
-    return {
-        "interactions": os.path.join(output_dir, "interactions", f"{split}.tfrecord"),
-        "examples": os.path.join(output_dir, "tf_examples", f"{split}.tfrecord"),
-        "failures": os.path.join(output_dir, "failures", f"{split}.tsv"),
-    }
-
-
-def available_splits(task: Task, input_dir: str) -> List[Split]:
-    """The task's splits whose files exist; a missing required file is an error."""
-    splits = []
-    for split in PRESETS[task].splits:
-        path = os.path.join(input_dir, split.file_name)
-        if os.path.exists(path):
-            splits.append(split)
-        elif split.required:
-            raise FileNotFoundError(f"{path}: required {split.name} file of {task.value} not found")
-        else:
-            logging.info("%s not found; split %s skipped", path, split.name)
-    return splits
+REPORT_FILE = reports.REPORT_FILE
 
 
 def _read_split(root, task: Task, input_dir: str, split: Split):
     if task != Task.SQA:
         raise NotImplementedError(f"create_data for {task.value} is not built yet; SQA is")
-    return root | f"{split.name}/Read" >> beam_transforms.ReadSqaInteractions(
+    return root | f"{split.name}/Read" >> classifier_data.ReadSqaInteractions(
         os.path.join(input_dir, split.file_name), input_dir)
 
 
@@ -59,75 +36,37 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
                    config: ConversionConfig, splits: Sequence[Split]) -> None:
     """Adds every split's read -> annotate -> convert -> write chain to `root`."""
     for split in splits:
-        paths = split_paths(output_dir, split.name)
+        paths = task_files.split_paths(output_dir, split.name)
         split_config = ConversionConfig(**{**config.__dict__, "fail_on_dropped_answers": split.is_training})
         read = _read_split(root, task, input_dir, split)
-        annotated = read.interactions | f"{split.name}/AnnotateNumbers" >> beam_transforms.AnnotateNumbers()
+        annotated = read.interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers()
         (annotated.interactions
          | f"{split.name}/WriteInteractions" >> beam.io.WriteToTFRecord(
              paths["interactions"], coder=beam.coders.ProtoCoder(interaction_pb2.Interaction),
              shard_name_template=""))
-        converted = annotated.interactions | f"{split.name}/ToExamples" >> beam_transforms.ToClassifierExamples(
+        converted = annotated.interactions | f"{split.name}/ToExamples" >> classifier_data.ToClassifierExamples(
             split_config)
         (converted.examples
          | f"{split.name}/WriteExamples" >> beam.io.WriteToTFRecord(paths["examples"], shard_name_template=""))
         ((read.failed, annotated.failed, converted.failed)
          | f"{split.name}/AllFailures" >> beam.Flatten()
-         | f"{split.name}/FormatFailures" >> beam.Map(beam_transforms.format_failure)
+         | f"{split.name}/FormatFailures" >> beam.Map(classifier_data.format_failure)
          | f"{split.name}/WriteFailures" >> beam.io.WriteToText(
              paths["failures"], shard_name_template="", header="where\treason\tmessage"))
-
-
-def collect_report(result, splits: Sequence[Split], output_dir: str) -> dict:
-    """Counters per split (from the step names) plus totals of examples and drops."""
-    counters = result.metrics().query(MetricsFilter().with_namespace(beam_transforms.COUNTER_NAMESPACE))
-    report = {"splits": {}}
-    for split in splits:
-        values: Dict[str, int] = {}
-        for c in counters["counters"]:
-            if c.key.step.startswith(f"{split.name}/"):
-                values[c.key.metric.name] = values.get(c.key.metric.name, 0) + int(c.committed or c.attempted or 0)
-        questions = values.get("questions_read", 0)
-        written = values.get("examples_written", 0)
-        report["splits"][split.name] = {
-            "questions_read": questions,
-            "examples_written": written,
-            "fraction_converted": round(written / questions, 6) if questions else None,
-            "dropped": {k[len("dropped_"):]: v for k, v in sorted(values.items()) if k.startswith("dropped_")},
-            "skipped": {k[len("skipped_"):]: v for k, v in sorted(values.items()) if k.startswith("skipped_")},
-            "limits": {k: v for k, v in sorted(values.items())
-                       if k.startswith("limit_") or k.startswith("examples_with_")},
-            "files": split_paths(output_dir, split.name),
-        }
-    return report
-
-
-def _default_runner(options: PipelineOptions):
-    """The runner named by --runner, else Beam's in-process FnApiRunner.
-
-    Beam's DirectRunner would first try to download the Prism runner binary,
-    which fails on machines without internet; FnApiRunner is what it falls back
-    to, and honours --direct_num_workers / --direct_running_mode.
-    """
-    if options.view_as(StandardOptions).runner:
-        return None
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-    return FnApiRunner()
 
 
 def run_create_data(task: Task, input_dir: str, output_dir: str, config: ConversionConfig,
                     pipeline_args: Optional[Sequence[str]] = None) -> dict:
     """Runs the job and writes `conversion_report.json`; returns the report."""
-    splits = available_splits(task, input_dir)
+    splits = task_files.available_splits(task, input_dir)
     options = PipelineOptions(list(pipeline_args or []))
     os.makedirs(output_dir, exist_ok=True)
-    pipeline = beam.Pipeline(runner=_default_runner(options), options=options)
+    pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
     build_pipeline(pipeline, task, input_dir, output_dir, config, splits)
     result = pipeline.run()
     result.wait_until_finish()
     report = {"task": task.value, "input_dir": input_dir, "config": config.__dict__,
-              **collect_report(result, splits, output_dir)}
+              **reports.collect_report(result, splits, output_dir)}
     with open(os.path.join(output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report
@@ -146,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--strip_column_names", action="store_true")
     parser.add_argument("--drop_rows_to_fit", action="store_true")
     args, pipeline_args = parser.parse_known_args(argv)
-    from tapas_tf.vocab import resolve_vocab_file
+    from tapas_tf.features.vocab import resolve_vocab_file
 
     config = ConversionConfig(
         vocab_file=resolve_vocab_file(args.vocab_file), max_seq_length=args.max_seq_length,

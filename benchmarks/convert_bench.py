@@ -20,12 +20,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # noqa: E402
 
-from tapas_tf import beam_transforms, number_annotation  # noqa: E402
-from tapas_tf.conversion_config import ConversionConfig, ConversionError  # noqa: E402
-from tapas_tf.example_conversion import ExampleConverter  # noqa: E402
-from tapas_tf.example_features import to_tf_example  # noqa: E402
-from tapas_tf.readers import sqa, wtq  # noqa: E402
-from tapas_tf.vocab import resolve_vocab_file  # noqa: E402
+from tapas_tf.data import number_annotation  # noqa: E402
+from tapas_tf.data.readers import sqa, wtq  # noqa: E402
+from tapas_tf.features.classifier_examples import ExampleConverter  # noqa: E402
+from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
+from tapas_tf.features.example_features import to_tf_example  # noqa: E402
+from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
+from tapas_tf.pipelines import classifier_data  # noqa: E402
 
 
 def _read(name, args):
@@ -51,7 +52,7 @@ def annotate_by_table(interactions):
     for interaction in interactions:
         by_table[interaction.table.table_id].append(interaction)
     for group in by_table.values():
-        table = beam_transforms.annotate_interaction(group[0]).table
+        table = classifier_data.annotate_interaction(group[0]).table
         for interaction in group:
             annotated = type(interaction)()
             annotated.CopyFrom(interaction)

@@ -27,8 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 import tapas_tf
-from tapas_tf import import_checkpoint as ic
-from tapas_tf.checkpoint_formats import tf1
+from tapas_tf.checkpoints import importer as ic, tf1
 
 LOGITS = ("token_logits", "column_logits", "logits", "aggregation_logits")
 LOSSES = ("selection_loss", "aggregation_loss", "answer_loss", "aggregate_mask", "expected_result")

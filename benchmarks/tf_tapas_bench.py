@@ -80,7 +80,7 @@ LABEL_FEATURES = ("label_ids", "answer", "numeric_values", "numeric_values_scale
 
 def make_config(size: str):
     """TapasConfig of preset `size` with the WTQ loss (max_position_embeddings 1024, as the peer)."""
-    from models.config import TapasConfig
+    from tapas_tf.models.config import TapasConfig
 
     return TapasConfig.from_preset(size, max_position_embeddings=1024, **WTQ_LOSS)
 
@@ -112,9 +112,9 @@ def to_features(batch: Dict[str, np.ndarray], with_labels: bool, length: Optiona
 
 
 def _build_model(size: str, seed: int):
-    from models.qa_model import TapasForQuestionAnswering, dummy_features
-
     import tf_keras
+
+    from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
 
     tf_keras.utils.set_random_seed(seed)
     model = TapasForQuestionAnswering(make_config(size))

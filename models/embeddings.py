@@ -29,8 +29,7 @@ import tensorflow as tf
 import tf_keras
 
 # The seven token-type feature names, in the order of `type_vocab_sizes`.
-from tapas_tf.example_features import TOKEN_TYPE_FEATURES
-
+from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES
 
 
 def cell_position_ids(column_ids: tf.Tensor, row_ids: tf.Tensor, max_position_embeddings: int) -> tf.Tensor:

@@ -33,8 +33,8 @@ import tensorflow as tf
 import tf_keras
 from official.nlp.modeling import layers as nlp_layers
 
-from models.config import TapasConfig
-from models.embeddings import TapasEmbeddings
+from tapas_tf.models.config import TapasConfig
+from tapas_tf.models.embeddings import TapasEmbeddings
 
 
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")

@@ -21,8 +21,8 @@ from typing import Any, Dict
 import tensorflow as tf
 import tf_keras
 
-from models import segmented
-from models.losses import CLOSE_ENOUGH_TO_LOG_ZERO, EPSILON_ZERO_DIVISION
+from tapas_tf.models import segmented
+from tapas_tf.models.losses import CLOSE_ENOUGH_TO_LOG_ZERO, EPSILON_ZERO_DIVISION
 
 
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")

@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from models import segmented
+from tapas_tf.models import segmented
 
 EPSILON_ZERO_DIVISION = 1e-10
 CLOSE_ENOUGH_TO_LOG_ZERO = -10000.0

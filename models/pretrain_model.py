@@ -21,10 +21,10 @@ from typing import Any, Dict, Mapping
 import tensorflow as tf
 import tf_keras
 
-from models.config import TapasConfig
-from models.encoder import TapasEncoder, get_activation
-from models.heads import ClassificationHead
-from models.qa_model import dummy_features
+from tapas_tf.models.config import TapasConfig
+from tapas_tf.models.encoder import TapasEncoder, get_activation
+from tapas_tf.models.heads import ClassificationHead
+from tapas_tf.models.qa_model import dummy_features
 
 # BERT's guard against batches whose masked_lm_weights are all zero.
 _MLM_WEIGHT_EPSILON = 1e-5

@@ -18,11 +18,11 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import tensorflow as tf
 import tf_keras
 
-from models import losses, segmented
-from models.config import TapasConfig
-from models.embeddings import TOKEN_TYPE_FEATURES
-from models.encoder import TapasEncoder
-from models.heads import AggregationHead, CellSelectionHead, ClassificationHead
+from tapas_tf.models import losses, segmented
+from tapas_tf.models.config import TapasConfig
+from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES
+from tapas_tf.models.encoder import TapasEncoder
+from tapas_tf.models.heads import AggregationHead, CellSelectionHead, ClassificationHead
 
 # Keys of the per-example loss terms returned with labels; zeros where a term does not apply.
 LOSS_TERMS = ("selection_loss", "aggregation_loss", "answer_loss", "aggregate_mask", "expected_result")

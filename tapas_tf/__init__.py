@@ -1,10 +1,62 @@
-"""tapas-tf: TAPAS table question answering in TensorFlow 2 / Keras."""
+"""tapas-tf: TAPAS table question answering in TensorFlow 2 / Keras.
+
+The package is laid out as its data flow; each subpackage's docstring says what it
+holds and what it may import:
+
+    data      -> Interaction protos, readers of the releases, text and number annotation
+    features  -> tokenisation, table encoding, classifier examples, tf.Example features
+    models    -> the Keras models (the repository's top-level `models/` folder)
+    checkpoints -> the model directory, checkpoint import, init from a text BERT
+    pipelines -> Beam transforms of the data jobs (composed in `beam_jobs/`)
+    training  -> the training loop
+    inference -> decoding, answer execution, sequential prediction, metrics
+
+The names below are the public API. They are loaded on first use, so that
+`import tapas_tf` stays cheap (no TensorFlow) for Beam workers and command lines.
+"""
+
+import importlib
+from typing import Any, List
 
 __version__ = "0.1.0"
 
+# Public name -> "module:attribute".
+_EXPORTS = {
+    # data
+    "read_interactions": "tapas_tf.data.interaction_io:read_interactions",
+    "write_interactions": "tapas_tf.data.interaction_io:write_interactions",
+    "read_sqa_interactions": "tapas_tf.data.readers.sqa:read_sqa_interactions",
+    "read_wtq_interactions": "tapas_tf.data.readers.wtq:read_wtq_interactions",
+    "add_numeric_values": "tapas_tf.data.number_annotation:add_numeric_values",
+    "interaction_pb2": "tapas_tf.data.protos.interaction_pb2:",
+    # features
+    "ConversionConfig": "tapas_tf.features.conversion_config:ConversionConfig",
+    "ConversionError": "tapas_tf.features.conversion_config:ConversionError",
+    "ExampleConverter": "tapas_tf.features.classifier_examples:ExampleConverter",
+    "TapasTokenizer": "tapas_tf.features.tokenization:TapasTokenizer",
+    "resolve_vocab_file": "tapas_tf.features.vocab:resolve_vocab_file",
+    # models and model directories
+    "TapasConfig": "tapas_tf.models.config:TapasConfig",
+    "load_model": "tapas_tf.checkpoints.model_dir:load_model",
+    # tasks, prediction
+    "Task": "tapas_tf.tasks:Task",
+    "predict_model_dir": "tapas_tf.inference.sequential:predict_model_dir",
+}
 
-def load_model(model_dir: str, checkpoint: str = None):
-    """The Keras QA model of a model directory; see `tapas_tf.model_dir.load_model`."""
-    from tapas_tf.model_dir import load_model as _load_model
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
-    return _load_model(model_dir, checkpoint)
+
+def __getattr__(name: str) -> Any:
+    try:
+        target = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'tapas_tf' has no attribute {name!r}") from None
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    value = getattr(module, attribute) if attribute else module
+    globals()[name] = value  # Later look-ups skip this function.
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

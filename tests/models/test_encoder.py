@@ -11,9 +11,9 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from models.config import TapasConfig  # noqa: E402
-from models.embeddings import TOKEN_TYPE_FEATURES  # noqa: E402
-from models.encoder import TapasEncoder, gelu_exact, gelu_tanh, get_activation  # noqa: E402
+from tapas_tf.models.config import TapasConfig  # noqa: E402
+from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES  # noqa: E402
+from tapas_tf.models.encoder import TapasEncoder, gelu_exact, gelu_tanh, get_activation  # noqa: E402
 
 HIDDEN, HEADS, HEAD_SIZE, INTERMEDIATE = 8, 2, 4, 16
 BATCH, SEQ = 2, 6

@@ -31,8 +31,8 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from models import segmented  # noqa: E402
-from models.heads import AggregationHead, CellSelectionHead, ClassificationHead  # noqa: E402
+from tapas_tf.models import segmented  # noqa: E402
+from tapas_tf.models.heads import AggregationHead, CellSelectionHead, ClassificationHead  # noqa: E402
 
 SEQUENCE_OUTPUT = tf.constant(
     [[[0, 1], [1, 2], [2, 4], [3, 6], [4, 8], [5, 10], [6, 20], [7, 100]]], tf.float32

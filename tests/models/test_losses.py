@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from models import losses, segmented  # noqa: E402
+from tapas_tf.models import losses, segmented  # noqa: E402
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 NAN = float("nan")

@@ -10,9 +10,9 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from models.config import TapasConfig  # noqa: E402
-from models.embeddings import TOKEN_TYPE_FEATURES  # noqa: E402
-from models.pretrain_model import MaskedLMHead, TapasForMaskedLM  # noqa: E402
+from tapas_tf.models.config import TapasConfig  # noqa: E402
+from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES  # noqa: E402
+from tapas_tf.models.pretrain_model import MaskedLMHead, TapasForMaskedLM  # noqa: E402
 
 VOCAB, HIDDEN, SEQ = 30, 16, 10
 

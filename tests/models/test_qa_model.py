@@ -31,8 +31,8 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from models.config import TapasConfig  # noqa: E402
-from models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tapas_tf.models.config import TapasConfig  # noqa: E402
+from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 
 SEQ = 24
 NAN = float("nan")

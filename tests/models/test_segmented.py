@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from models import segmented  # noqa: E402
+from tapas_tf.models import segmented  # noqa: E402
 
 ROW_IDS = [[0, 0, 0, 0, 1, 1, 2, 2], [0, 0, 0, 0, 1, 1, 1, 0]]
 COLUMN_IDS = [[0, 0, 1, 2, 1, 2, 1, 2], [0, 0, 1, 2, 1, 1, 2, 0]]

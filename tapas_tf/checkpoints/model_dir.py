@@ -1,0 +1,75 @@
+"""The self-describing model directory.
+
+    model_dir/
+      tapas_config.json      every model option (models.TapasConfig)
+      checkpoints/ckpt-N.*   tf.train.Checkpoint(model=..., optimizer=..., step=...)
+      checkpoints/checkpoint the CheckpointManager's index
+
+Predict, export and import read the config from here, so they never need the
+training flags again. Any checkpoint whose object graph has a `model` entry
+holding a TapasForQuestionAnswering can be restored by `load_model`.
+"""
+
+import os
+from typing import Optional
+
+CONFIG_FILE = "tapas_config.json"
+CHECKPOINT_DIR = "checkpoints"
+
+
+def config_path(model_dir: str) -> str:
+    return os.path.join(model_dir, CONFIG_FILE)
+
+
+def checkpoint_dir(model_dir: str) -> str:
+    return os.path.join(model_dir, CHECKPOINT_DIR)
+
+
+def save_config(model_dir: str, config) -> str:
+    os.makedirs(model_dir, exist_ok=True)
+    path = config_path(model_dir)
+    config.to_json_file(path)
+    return path
+
+
+def load_config(model_dir: str):
+    from tapas_tf.models.config import TapasConfig
+
+    path = config_path(model_dir)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{model_dir} is not a tapas-tf model directory: {CONFIG_FILE} is missing")
+    return TapasConfig.from_json_file(path)
+
+
+def latest_checkpoint(model_dir: str) -> Optional[str]:
+    """Newest checkpoint prefix under `model_dir/checkpoints`, or None."""
+    import tensorflow as tf
+
+    return tf.train.latest_checkpoint(checkpoint_dir(model_dir))
+
+
+def load_model(model_dir: str, checkpoint: Optional[str] = None):
+    """The Keras TapasForQuestionAnswering of a model directory, weights restored.
+
+    Args:
+      model_dir: a directory written by training or by `tapas_tf.checkpoints.importer`.
+      checkpoint: a checkpoint prefix; default the newest in the directory.
+
+    Returns:
+      The model; call it as `model(features, training=False)` with a dict of
+      `[batch, seq_len]` tensors named as the tf.Example features.
+    """
+    import tensorflow as tf
+
+    from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
+
+    config = load_config(model_dir)
+    model = TapasForQuestionAnswering(config)
+    model(dummy_features(1, 8), training=False)  # Creates the variables.
+    checkpoint = checkpoint or latest_checkpoint(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under {CHECKPOINT_DIR}/")
+    status = tf.train.Checkpoint(model=model).restore(checkpoint)
+    status.expect_partial().assert_existing_objects_matched()
+    return model

@@ -1,0 +1,10 @@
+"""Stage 1, data: what a table question is, read from the releases and annotated.
+
+Holds the Interaction protos (`protos/`, wire-compatible with the original
+`interaction.proto`), interaction file IO, the readers that turn data set
+releases into Interactions (`readers/`: SQA, WikiTableQuestions), text
+normalisation, number and date parsing (`number_parsing`) and numeric
+annotation (`number_annotation`), and a small sample data set.
+
+May import: nothing of tapas_tf. Everything else builds on it.
+"""

@@ -1,0 +1,1 @@
+"""The Interaction protocol buffers, with the original TAPAS release's messages and field numbers."""

@@ -1,0 +1,1 @@
+"""Readers that turn data set releases (SQA, WikiTableQuestions) into Interaction protos."""

@@ -1,0 +1,270 @@
+"""Per-table work of conversion: tokens, numbers, ranks and the cost of fitting.
+
+Everything here depends on the table only, so it is computed once per table and
+shared by every question about it (an SQA sequence has several; WTQ reuses
+tables across questions).
+
+Trimming rule (as in the original TAPAS): with a cap of `k` tokens per cell, a
+cell keeps every word piece whose word starts before position `k`, so words are
+never cut in half. `cost[n, k - 1]` is the number of table tokens of the header
+plus the first `n` body rows under cap `k`.
+"""
+
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from tapas_tf.data import number_annotation
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.conversion_config import (
+    ConversionConfig,
+    ConversionError,
+    Reason,
+)
+
+EMPTY_TOKEN = "[EMPTY]"
+
+
+@dataclasses.dataclass
+class CellTokens:
+    ids: List[int]
+    # Positions where a word starts, ascending, followed by len(ids).
+    word_starts: np.ndarray
+
+    def trimmed_length(self, cap: int) -> int:
+        """Tokens kept under a cap of `cap` tokens (whole words only)."""
+        if len(self.ids) <= cap:
+            return len(self.ids)
+        return int(self.word_starts[np.searchsorted(self.word_starts, cap)])
+
+
+@dataclasses.dataclass
+class TableTokens:
+    """The token part of an example for a given (rows, cap): arrays of [table_len]."""
+
+    input_ids: np.ndarray
+    column_ids: np.ndarray
+    row_ids: np.ndarray
+    numeric_values: np.ndarray
+    numeric_values_scale: np.ndarray
+    column_ranks: np.ndarray
+    inv_column_ranks: np.ndarray
+    # Flat body-cell index row * num_columns + column, -1 for header tokens.
+    cell_index: np.ndarray
+    num_trimmed_cells: int
+    num_clamped_rank_cells: int
+
+
+class EncodedTable:
+    """A table tokenised and annotated once, ready to be fitted to any question."""
+
+    def __init__(self, table: interaction_pb2.Table, tokenizer, config: ConversionConfig):
+        self.table = table
+        self.config = config
+        self.num_columns = len(table.columns)
+        self.num_rows = len(table.rows)
+        _check_shape(table)
+        self.header, *self.rows = _tokenize_table(tokenizer, table, config.strip_column_names)
+        self.max_cell_length = max(
+            [len(c.ids) for c in self.header] + [len(c.ids) for row in self.rows for c in row])
+        self.numeric_values = _float_values(table)
+        self.ranks, self.inv_ranks = _column_ranks(table)
+        self.cost = self._cost_matrix()
+        self._fitted: Dict[Tuple[int, int], TableTokens] = {}
+
+    # --- fitting --------------------------------------------------------------
+
+    def _cost_matrix(self) -> np.ndarray:
+        """<int64>[num_rows + 1, max_cap]: tokens of header + first n rows per cap."""
+        caps = np.arange(1, self.max_cell_length + 1)
+        per_row = np.zeros((self.num_rows + 1, len(caps)), np.int64)
+        for r, row in enumerate([self.header] + self.rows):
+            for cell in row:
+                per_row[r] += _trimmed_lengths(cell, caps)
+        return np.cumsum(per_row, axis=0)
+
+    def fit(self, budget: int) -> Tuple[int, int]:
+        """Chooses (number of body rows, cap per cell) for `budget` table tokens.
+
+        Raises ConversionError (TOO_MANY_ROWS, SEQUENCE_TOO_LONG) when no fit is
+        allowed by the config.
+        """
+        config = self.config
+        num_rows = self.num_rows
+        if num_rows >= config.max_row_id:
+            if not config.drop_rows_to_fit:
+                raise ConversionError(
+                    Reason.TOO_MANY_ROWS,
+                    f"{num_rows} rows; at most {config.max_row_id - 1} fit (drop_rows_to_fit is off)")
+            num_rows = config.max_row_id - 1
+        max_cap = self.max_cell_length
+        if config.cell_trim_length > 0:
+            max_cap = min(max_cap, config.cell_trim_length)
+        while True:
+            costs = self.cost[num_rows, :max_cap]
+            cap = int(np.searchsorted(costs, budget, side="right"))
+            fixed_cap_missed = config.cell_trim_length > 0 and cap < max_cap
+            if cap >= 1 and not fixed_cap_missed:
+                return num_rows, cap
+            if not config.drop_rows_to_fit or num_rows == 0:
+                raise ConversionError(
+                    Reason.SEQUENCE_TOO_LONG,
+                    f"table needs {int(costs[max_cap - 1 if fixed_cap_missed else 0])} tokens "
+                    f"with {num_rows} rows; {budget} are left after the question")
+            num_rows = self._rows_that_fit(budget, max_cap if fixed_cap_missed else 1)
+
+    def _rows_that_fit(self, budget: int, cap: int) -> int:
+        """Largest n whose header + n rows fit under `cap` (0 if none beyond the header)."""
+        return max(int(np.searchsorted(self.cost[:, cap - 1], budget, side="right")) - 1, 0)
+
+    # --- token features ---------------------------------------------------------
+
+    def tokens(self, num_rows: int, cap: int) -> TableTokens:
+        key = (num_rows, cap)
+        if key not in self._fitted:
+            self._fitted[key] = self._build_tokens(num_rows, cap)
+        return self._fitted[key]
+
+    def _build_tokens(self, num_rows: int, cap: int) -> TableTokens:
+        cols: Dict[str, list] = {k: [] for k in (
+            "ids", "col", "row", "value", "scale", "rank", "inv", "cell")}
+        trimmed = clamped = 0
+        max_rank = self.config.max_rank
+        for r, row in enumerate([self.header] + self.rows[:num_rows]):
+            for c, cell in enumerate(row):
+                n = cell.trimmed_length(cap)
+                trimmed += n < len(cell.ids)
+                body = r > 0
+                value = self.numeric_values[r - 1, c] if body else np.nan
+                rank = self.ranks[r - 1, c] if body else 0
+                inv = self.inv_ranks[r - 1, c] if body else 0
+                if rank > max_rank or inv > max_rank:
+                    clamped += 1
+                cols["ids"].extend(cell.ids[:n])
+                cols["col"].extend([c + 1] * n)
+                cols["row"].extend([r] * n)
+                cols["value"].extend([value] * n)
+                cols["scale"].extend([float(n) if n > 1 else 1.0] * n)
+                cols["rank"].extend([min(rank, max_rank)] * n)
+                cols["inv"].extend([min(inv, max_rank)] * n)
+                cols["cell"].extend([(r - 1) * self.num_columns + c if body else -1] * n)
+        return TableTokens(
+            input_ids=np.asarray(cols["ids"], np.int64),
+            column_ids=np.asarray(cols["col"], np.int64),
+            row_ids=np.asarray(cols["row"], np.int64),
+            numeric_values=np.asarray(cols["value"], np.float32),
+            numeric_values_scale=np.asarray(cols["scale"], np.float32),
+            column_ranks=np.asarray(cols["rank"], np.int64),
+            inv_column_ranks=np.asarray(cols["inv"], np.int64),
+            cell_index=np.asarray(cols["cell"], np.int64),
+            num_trimmed_cells=trimmed,
+            num_clamped_rank_cells=clamped,
+        )
+
+    # --- numeric relations --------------------------------------------------------
+
+    def cell_relations(self, question: interaction_pb2.Question) -> np.ndarray:
+        """<int64>[num_rows * num_columns] bit sets (EQ 1, LT 2, GT 4) of each body cell
+        against the numbers and dates of the question."""
+        relations = np.zeros(self.num_rows * self.num_columns, np.int64)
+        values = [v for span in question.annotations.spans for v in span.values]
+        if not values:
+            return relations
+        for c in range(self.num_columns):
+            column = _column_values(self.table, c)
+            if not column:
+                continue
+            for value in values:
+                try:
+                    key_fn = number_annotation.get_numeric_sort_key_fn(list(column.values()) + [value])
+                except ValueError:
+                    continue  # The question value is not comparable with this column.
+                for r, cell_value in column.items():
+                    relation = number_annotation.get_numeric_relation(value, cell_value, key_fn)
+                    if relation is not None:
+                        relations[r * self.num_columns + c] |= number_annotation.relation_bit(relation)
+        return relations
+
+
+def _check_shape(table: interaction_pb2.Table) -> None:
+    if not table.columns or not table.rows:
+        raise ConversionError(
+            Reason.EMPTY_TABLE,
+            f"table {table.table_id!r} has {len(table.columns)} columns and {len(table.rows)} rows")
+    for r, row in enumerate(table.rows):
+        if len(row.cells) != len(table.columns):
+            raise ConversionError(
+                Reason.RAGGED_TABLE,
+                f"table {table.table_id!r} row {r} has {len(row.cells)} cells, "
+                f"the header has {len(table.columns)}")
+
+
+def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool) -> List[List[CellTokens]]:
+    """Header then body rows of CellTokens, with every cell tokenised in one batch."""
+    header = ["" if strip_header else cell.text for cell in table.columns]
+    texts = header + [cell.text for row in table.rows for cell in row.cells]
+    cells = []
+    for tokens in tokenizer.tokenize_cells(texts):
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        starts = [i for i, t in enumerate(tokens) if not t.startswith("##")] + [len(tokens)]
+        cells.append(CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64)))
+    width = len(table.columns)
+    return [cells[i:i + width] for i in range(0, len(cells), width)]
+
+
+def _trimmed_lengths(cell: CellTokens, caps: np.ndarray) -> np.ndarray:
+    """<int64>[len(caps)] tokens kept by the cell under each cap."""
+    length = len(cell.ids)
+    if length <= 1:
+        return np.full(len(caps), length, np.int64)
+    # Caps beyond the last word start land on the sentinel, the full length.
+    index = np.minimum(np.searchsorted(cell.word_starts, caps), len(cell.word_starts) - 1)
+    return cell.word_starts[index]
+
+
+def _column_values(table: interaction_pb2.Table, column: int) -> Dict[int, interaction_pb2.NumericValue]:
+    return {r: row.cells[column].numeric_value for r, row in enumerate(table.rows)
+            if row.cells[column].HasField("numeric_value")}
+
+
+def _float_values(table: interaction_pb2.Table) -> np.ndarray:
+    """<float32>[num_rows, num_columns]: each body cell's number, NaN if none (dates too)."""
+    values = np.full((len(table.rows), len(table.columns)), np.nan, np.float32)
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            if cell.HasField("numeric_value") and cell.numeric_value.HasField("float_value"):
+                values[r, c] = cell.numeric_value.float_value
+    return values
+
+
+def _column_ranks(table: interaction_pb2.Table) -> Tuple[np.ndarray, np.ndarray]:
+    """Dense ranks (1 = smallest) and inverse ranks (1 = largest) of each body cell.
+
+    Columns whose values cannot be ordered (mixed types) get 0, as do cells
+    without a value. Returns two <int64>[num_rows, num_columns] arrays.
+    """
+    shape = (len(table.rows), len(table.columns))
+    ranks, inv_ranks = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    for c in range(len(table.columns)):
+        values = _column_values(table, c)
+        if not values:
+            continue
+        try:
+            key_fn = number_annotation.get_numeric_sort_key_fn(values.values())
+        except ValueError:
+            continue
+        keys = {r: key_fn(v) for r, v in values.items()}
+        ordered = sorted(set(keys.values()))
+        rank_of = {key: i + 1 for i, key in enumerate(ordered)}
+        for r, key in keys.items():
+            ranks[r, c] = rank_of[key]
+            inv_ranks[r, c] = len(ordered) - rank_of[key] + 1
+    return ranks, inv_ranks
+
+
+def table_fingerprint(table: interaction_pb2.Table) -> Optional[bytes]:
+    """A key identifying the table's content, for caching per-table work."""
+    import hashlib
+
+    return hashlib.blake2b(table.SerializeToString(deterministic=True), digest_size=16).digest()

@@ -1,0 +1,220 @@
+"""Turns the model's per-token outputs for one example into an answer.
+
+The model gives a selection probability per token and, with an aggregation
+head, logits over the operators NONE, SUM, AVERAGE and COUNT. Decoding:
+
+1. `cell_probabilities`: the probability of a table body cell is the mean of its
+   tokens' probabilities.
+2. `decode_prediction`: the selected cells are those above a threshold; the
+   operator is the argmax of the aggregation logits (NONE without that head).
+3. `execution.execute`: applies the operator to the selected cells of the
+   table (the one executor of answers, shared by metrics and the ask API).
+
+Predictions are stored by `prediction_files`.
+
+Coordinates are 0-based `(row, column)` pairs over the table *body*: token row
+id 1 is body row 0 (row id 0 is the header or the question), token column id 1
+is column 0 (column id 0 is the question or padding).
+
+Pure NumPy and Python: nothing here needs TensorFlow.
+"""
+
+import dataclasses
+import math
+from typing import Iterable, Mapping, Optional
+
+import numpy as np
+
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.inference.execution import (  # noqa: F401 (re-exported: decoding's vocabulary)
+    AGGREGATION_NAMES,
+    AVERAGE,
+    COUNT,
+    NONE,
+    SUM,
+    Answer,
+    Coordinate,
+    check_coordinate,
+    execute,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """The decoded answer to one question.
+
+    Attributes:
+      question_id: the question's id, e.g. "nt-639-1_2".
+      coordinates: selected body cells, sorted `(row, column)` pairs.
+      aggregation: operator id, NONE=0, SUM=1, AVERAGE=2, COUNT=3.
+      aggregation_probabilities: softmax of the aggregation logits, one per
+        operator; empty when the model has no aggregation head.
+      cell_probabilities: `(row, column) -> probability` for every body cell of
+        the encoded table.
+      answer: the executed answer: cell texts for NONE, a number otherwise;
+        None when the prediction was decoded without its table.
+    """
+
+    question_id: str
+    coordinates: tuple[Coordinate, ...]
+    aggregation: int
+    aggregation_probabilities: tuple[float, ...]
+    cell_probabilities: Mapping[Coordinate, float]
+    answer: Optional[Answer] = None
+
+    def __post_init__(self):
+        # Normalise the containers so that equal predictions compare equal
+        # whatever sequence types the caller used.
+        coordinates = tuple(sorted(check_coordinate(c) for c in self.coordinates))
+        object.__setattr__(self, "coordinates", coordinates)
+        if self.aggregation not in range(len(AGGREGATION_NAMES)):
+            raise ValueError(
+                f"aggregation must be in 0..3 (NONE/SUM/AVERAGE/COUNT), got {self.aggregation!r}"
+            )
+        object.__setattr__(self, "aggregation", int(self.aggregation))
+        object.__setattr__(
+            self,
+            "aggregation_probabilities",
+            tuple(float(p) for p in self.aggregation_probabilities),
+        )
+        object.__setattr__(
+            self,
+            "cell_probabilities",
+            {check_coordinate(k): float(v) for k, v in sorted(self.cell_probabilities.items())},
+        )
+        object.__setattr__(self, "answer", check_answer(self.answer))
+
+
+def check_answer(answer) -> Optional[Answer]:
+    if answer is None:
+        return None
+    if isinstance(answer, bool):
+        raise ValueError(f"an answer is a sequence of cell texts or a number, got {answer!r}")
+    if isinstance(answer, (float, int, np.floating, np.integer)):
+        return float(answer)
+    if not isinstance(answer, (tuple, list)) or not all(isinstance(t, str) for t in answer):
+        raise ValueError(f"an answer is a sequence of cell texts or a number, got {answer!r}")
+    return tuple(answer)
+
+
+def _check_token_arrays(**arrays) -> dict[str, np.ndarray]:
+    """Converts to numpy and checks all arrays are 1-D of the same length."""
+    converted = {name: np.asarray(value) for name, value in arrays.items()}
+    lengths = {name: value.shape for name, value in converted.items()}
+    shapes = set(lengths.values())
+    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+        raise ValueError(
+            f"expected 1-D arrays [seq_len] of one example with equal lengths, got shapes {lengths}"
+        )
+    return converted
+
+
+def cell_probabilities(
+    probabilities: np.ndarray,
+    column_ids: np.ndarray,
+    row_ids: np.ndarray,
+    input_mask: np.ndarray,
+) -> dict[Coordinate, float]:
+    """Averages token probabilities per body cell.
+
+    Args:
+      probabilities: <float32>[seq_len] selection probability of every token.
+      column_ids: <int32>[seq_len] 1-based column of every token, 0 for the
+        question and padding.
+      row_ids: <int32>[seq_len] 1-based body row, 0 for question and header.
+      input_mask: <int32>[seq_len] 1 for real tokens, 0 for padding.
+
+    Returns:
+      `(row, column) -> mean probability of the cell's tokens`, 0-based
+      coordinates, keys in sorted order. Question, header and padding tokens
+      are ignored.
+    """
+    arrays = _check_token_arrays(
+        probabilities=probabilities, column_ids=column_ids, row_ids=row_ids, input_mask=input_mask
+    )
+    in_body = (arrays["row_ids"] > 0) & (arrays["column_ids"] > 0) & (arrays["input_mask"] == 1)
+    rows = arrays["row_ids"][in_body] - 1
+    columns = arrays["column_ids"][in_body] - 1
+    values = arrays["probabilities"][in_body].astype(np.float64)
+    totals: dict[Coordinate, list[float]] = {}
+    for row, column, value in zip(rows.tolist(), columns.tolist(), values.tolist()):
+        totals.setdefault((row, column), []).append(value)
+    return {key: math.fsum(v) / len(v) for key, v in sorted(totals.items())}
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - np.max(logits)
+    exp = np.exp(shifted)
+    return exp / exp.sum()
+
+
+def decode_prediction(
+    question_id: str,
+    probabilities: np.ndarray,
+    column_ids: np.ndarray,
+    row_ids: np.ndarray,
+    input_mask: np.ndarray,
+    aggregation_logits: Optional[np.ndarray] = None,
+    threshold: float = 0.5,
+    table: Optional[interaction_pb2.Table] = None,
+) -> Prediction:
+    """Decodes one example's model outputs into a `Prediction`.
+
+    Args:
+      question_id: id of the question.
+      probabilities, column_ids, row_ids, input_mask: <[seq_len]> as in
+        `cell_probabilities`.
+      aggregation_logits: <float32>[num_agg] with 1 <= num_agg <= 4 logits over
+        NONE, SUM, AVERAGE, COUNT (in that order); None without an
+        aggregation head, which means NONE.
+      threshold: a cell is selected when its probability is strictly greater.
+      table: when given, the answer is executed on it (see `execute`);
+        otherwise `Prediction.answer` is None.
+
+    Returns:
+      The prediction, coordinates sorted.
+    """
+    cells = cell_probabilities(probabilities, column_ids, row_ids, input_mask)
+    coordinates = tuple(key for key, p in cells.items() if p > threshold)
+    aggregation, aggregation_probabilities = NONE, ()
+    if aggregation_logits is not None:
+        logits = np.asarray(aggregation_logits)
+        if logits.ndim != 1 or not 1 <= logits.shape[0] <= len(AGGREGATION_NAMES):
+            raise ValueError(
+                "aggregation_logits must be <float32>[num_agg] with 1 <= num_agg <= 4, "
+                f"got shape {logits.shape}"
+            )
+        aggregation = int(np.argmax(logits))
+        aggregation_probabilities = tuple(_softmax(logits).tolist())
+    answer = None if table is None else execute(coordinates, aggregation, table)
+    return Prediction(
+        question_id=question_id,
+        coordinates=coordinates,
+        aggregation=aggregation,
+        aggregation_probabilities=aggregation_probabilities,
+        cell_probabilities=cells,
+        answer=answer,
+    )
+
+
+def coordinates_to_label_ids(
+    coordinates: Iterable[Coordinate], column_ids: np.ndarray, row_ids: np.ndarray
+) -> np.ndarray:
+    """Labels the tokens of the given cells, e.g. to feed an answer back in SQA.
+
+    Args:
+      coordinates: 0-based `(row, column)` body cells.
+      column_ids: <int32>[seq_len] 1-based column ids (0: question, padding).
+      row_ids: <int32>[seq_len] 1-based body row ids (0: question, header).
+
+    Returns:
+      <int32>[seq_len]: 1 on every token of a listed cell, 0 elsewhere. A
+      listed cell that has no tokens (it was trimmed from the sequence) labels
+      nothing.
+    """
+    arrays = _check_token_arrays(column_ids=column_ids, row_ids=row_ids)
+    rows, columns = arrays["row_ids"], arrays["column_ids"]
+    labels = np.zeros(rows.shape, dtype=np.int32)
+    for row, column in (check_coordinate(c) for c in coordinates):
+        labels[(rows == row + 1) & (columns == column + 1)] = 1
+    return labels

@@ -1,1 +1,0 @@
-"""Readers that turn data set releases into Interaction protos."""

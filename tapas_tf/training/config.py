@@ -1,0 +1,197 @@
+"""What a training run does: `TrainConfig`, and the model config of a task.
+
+Precedence, lowest first: the size preset or `--model_config` file (the encoder), then the task's
+preset (`tapas_tf.tasks.PRESETS`, the paper's hyper-parameters), then explicit overrides (flags).
+
+    model_config = model_config_for_task(Task.SQA, TapasConfig.from_preset("tiny"), temperature=0.5)
+    train_config = train_config_for_task(Task.SQA, "OUT/tf_examples/train.tfrecord", train_steps=1000)
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+from tapas_tf.checkpoints.model_dir import CONFIG_FILE
+from tapas_tf.models.config import TapasConfig
+from tapas_tf.tasks import PRESETS, Task
+
+# TaskPreset fields that are model (TapasConfig) options; the rest of a preset is training.
+MODEL_PRESET_FIELDS = (
+    "temperature",
+    "answer_loss_cutoff",
+    "huber_loss_delta",
+    "cell_selection_preference",
+    "select_one_column",
+    "init_cell_selection_weights_to_zero",
+    "num_aggregation_labels",
+    "use_answer_as_supervision",
+)
+TRAIN_PRESET_FIELDS = ("train_steps", "learning_rate", "warmup_ratio", "train_batch_size", "gradient_clipping")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Every option of a training run that is not a model option.
+
+    Attributes:
+      train_file: path or glob of the training TFRecords.
+      train_steps: optimiser steps to reach; a resumed run stops there too.
+      train_batch_size: examples per optimiser step, over all replicas and micro-batches.
+      learning_rate: peak learning rate, reached after the warm-up.
+      warmup_ratio: share of train_steps of linear warm-up from 0; then linear decay to 0.
+      max_seq_length: tokens per example; the data must have exactly this many.
+      weight_decay: AdamW's decoupled weight decay, not applied to LayerNorm and bias variables.
+      gradient_clipping: clip the global gradient norm to this; None (or 0) does not clip.
+      gradient_accumulation_steps: micro-batches per step; each replica's share of the batch is
+        split into this many parts whose gradients are summed (same result, less memory).
+      use_xla: compile the forward and backward pass with XLA (`jit_compile=True`); slower on
+        CPU (see `distribution.default_use_xla`).
+      save_checkpoints_steps: checkpoint every this many steps (and at the last step).
+      keep_checkpoint_max: checkpoints kept; older ones are deleted.
+      log_steps: TensorBoard scalars and a log line every this many steps.
+      shuffle_buffer: examples in the shuffle buffer; <= 1 reads in file order.
+      seed: seeds the initialisation, dropout and the shuffle; None for a random run.
+      init_checkpoint: tapas-tf model directory or checkpoint prefix to initialise the encoder
+        from when model_dir has no checkpoint yet.
+      show_progress: draw a progress bar on stdout.
+    """
+
+    train_file: str
+    train_steps: int
+    train_batch_size: int
+    learning_rate: float
+    warmup_ratio: float
+    max_seq_length: int = 512
+    weight_decay: float = 0.01
+    gradient_clipping: Optional[float] = None
+    gradient_accumulation_steps: int = 1
+    use_xla: bool = False
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_steps: int = 100
+    shuffle_buffer: int = 10_000
+    seed: Optional[int] = None
+    init_checkpoint: Optional[str] = None
+    show_progress: bool = True
+
+    def __post_init__(self):
+        for name in ("train_steps", "train_batch_size", "max_seq_length", "gradient_accumulation_steps",
+                     "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}.")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}.")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}.")
+        if self.gradient_clipping is not None and not self.gradient_clipping >= 0:
+            raise ValueError(f"gradient_clipping must be >= 0 or None, got {self.gradient_clipping!r}.")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise ValueError(
+                f"train_batch_size ({self.train_batch_size}) is not divisible by "
+                f"gradient_accumulation_steps ({self.gradient_accumulation_steps}).")
+
+    @property
+    def warmup_steps(self) -> int:
+        return int(round(self.train_steps * self.warmup_ratio))
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def base_model_config(model_size: Optional[str] = None, model_config_file: Optional[str] = None,
+                      init_checkpoint: Optional[str] = None) -> TapasConfig:
+    """The encoder to train: a size preset, a config file, or else the init checkpoint's own config.
+
+    Args:
+      model_size: a `models.config.SIZES` name ("tiny" ... "large").
+      model_config_file: a TapasConfig JSON file (for example another model's tapas_config.json).
+      init_checkpoint: used when neither is given: if it is a model directory with a
+        tapas_config.json, that config; otherwise the "base" size.
+
+    Raises:
+      ValueError: both `model_size` and `model_config_file` are given, or either is invalid.
+    """
+    if model_size and model_config_file:
+        raise ValueError("Give a model size or a model config file, not both.")
+    if model_config_file:
+        return TapasConfig.from_json_file(model_config_file)
+    if model_size:
+        return TapasConfig.from_preset(model_size)
+    if init_checkpoint and os.path.isfile(os.path.join(init_checkpoint, CONFIG_FILE)):
+        return TapasConfig.from_json_file(os.path.join(init_checkpoint, CONFIG_FILE))
+    return TapasConfig.from_preset("base")
+
+
+def train_config_for_task(task: Task, train_file: str, **overrides: Any) -> TrainConfig:
+    """The task's preset training hyper-parameters with the non-None `overrides` applied.
+
+    Args:
+      task: whose `PRESETS` entry gives train_steps, learning_rate, warmup_ratio,
+        train_batch_size and gradient_clipping.
+      train_file: path or glob of the training TFRecords.
+      **overrides: any TrainConfig field; None values mean "keep the preset".
+    """
+    preset = PRESETS[task]
+    values: Dict[str, Any] = {name: getattr(preset, name) for name in TRAIN_PRESET_FIELDS}
+    values.update({name: value for name, value in overrides.items() if value is not None})
+    _check_names(values, (f.name for f in dataclasses.fields(TrainConfig)), "TrainConfig")
+    return TrainConfig(train_file=train_file, **values)
+
+
+def model_config_for_task(task: Task, base: TapasConfig, **overrides: Any) -> TapasConfig:
+    """`base` with the task's preset head and loss options, then the non-None `overrides`.
+
+    Args:
+      task: whose `PRESETS` entry gives temperature, the answer loss options, select_one_column,
+        init_cell_selection_weights_to_zero, num_aggregation_labels and use_answer_as_supervision.
+      base: the encoder (a size preset or a config file).
+      **overrides: any TapasConfig field; None values mean "keep".
+
+    Raises:
+      ValueError: an override is not a TapasConfig field, or the result is not a valid config.
+    """
+    if task == Task.PRETRAIN:
+        raise ValueError("PRETRAIN trains the masked-LM model; this builds question-answering configs.")
+    preset = PRESETS[task]
+    values = {name: getattr(preset, name) for name in MODEL_PRESET_FIELDS}
+    values.update({name: value for name, value in overrides.items() if value is not None})
+    _check_names(values, (f.name for f in dataclasses.fields(TapasConfig)), "TapasConfig")
+    return base.replace(**values)
+
+
+def parse_overrides(items: Optional[Iterable[str]]) -> Dict[str, Any]:
+    """`["name=value", ...]` -> `{name: value}`, values read as JSON (`0.0`, `true`, `null`) or text.
+
+    Raises:
+      ValueError: an item has no `=`.
+    """
+    values: Dict[str, Any] = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"Override {item!r} is not of the form name=value.")
+        try:
+            values[name.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            values[name.strip()] = text
+    return values
+
+
+def config_differences(old: TapasConfig, new: TapasConfig) -> Dict[str, tuple]:
+    """{field: (old value, new value)} for every field where the configs differ."""
+    old_values, new_values = old.to_dict(), new.to_dict()
+    return {name: (old_values[name], new_values[name]) for name in old_values
+            if old_values[name] != new_values[name]}
+
+
+def _check_names(values: Mapping[str, Any], fields: Iterable[str], kind: str) -> None:
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"Unknown {kind} options: {', '.join(unknown)}.")

@@ -1,0 +1,177 @@
+"""tf.data input: classifier TFRecords (as create_data writes them) -> batches of model features.
+
+    dataset = make_dataset("OUT/tf_examples/train.tfrecord", max_seq_length=512, batch_size=32,
+                           training=True, shuffle_buffer=10_000, seed=1)
+    features = next(iter(dataset))
+    features["input_ids"]   # <int32>[32, 512]
+    features["answer"]      # <float32>[32]
+
+Records are batched first and parsed a batch at a time (`tf.io.parse_example`), which is
+several times faster than parsing one record per call. Training batches drop their remainder so
+that every shape is static, as TPUs and XLA want. Strings are not parsed: TPUs cannot take
+them, and `question_id_ints` carries the question id.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+from typing import Dict, List, Optional  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
+
+from tapas_tf.features import example_features  # noqa: E402
+
+# Features with one value per example: parsed as [batch, 1], returned as [batch].
+SCALAR_FEATURES = example_features.INT_SCALAR_FEATURES + example_features.FLOAT_SCALAR_FEATURES
+
+
+def input_files(file_pattern: str) -> List[str]:
+    """The files matching `file_pattern` (a path or glob, local or gs://), sorted.
+
+    Raises:
+      FileNotFoundError: nothing matches.
+    """
+    files = sorted(tf.io.gfile.glob(file_pattern))
+    if not files:
+        raise FileNotFoundError(
+            f"No input file matches {file_pattern!r}; run --mode=create_data first or pass --train_file.")
+    return files
+
+
+# Files whose first record `check_examples` reads; enough to catch data of another length
+# without reading a thousand shards from cloud storage.
+_FILES_CHECKED = 10
+
+
+def check_examples(file_pattern: str, max_seq_length: int) -> List[str]:
+    """Checks that the first record of the (first few) matching files is a classifier example.
+
+    Args:
+      file_pattern: path or glob of TFRecord files of tf.Examples.
+      max_seq_length: the number of values every per-token feature must have.
+
+    Returns:
+      The matching files, sorted.
+
+    Raises:
+      FileNotFoundError: nothing matches `file_pattern`.
+      ValueError: a file is empty, is not a TFRecord of tf.Examples, lacks a classifier feature, or
+        has examples of another sequence length (the message names the file and both lengths).
+    """
+    files = input_files(file_pattern)
+    for path in files[:_FILES_CHECKED]:
+        try:
+            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.DataLossError as e:
+            raise ValueError(f"{path} is not a TFRecord file: {e.message}") from e
+        if record is None:
+            raise ValueError(f"{path} holds no examples.")
+        _check_record(path, record.numpy(), max_seq_length)
+    return files
+
+
+def _check_record(path: str, record: bytes, max_seq_length: int) -> None:
+    """Raises ValueError if `record` is not a classifier tf.Example with `max_seq_length` tokens."""
+    try:
+        example = tf.train.Example.FromString(record)
+    except Exception as e:  # The protobuf error type depends on the protobuf backend.
+        raise ValueError(f"{path}: the first record is not a tf.Example ({e}).") from e
+    feature = example.features.feature
+    missing = [name for name in parsing_spec_for(max_seq_length) if name not in feature]
+    if missing:
+        raise ValueError(f"{path}: examples lack the classifier features {', '.join(missing)}.")
+    length = len(feature["input_ids"].int64_list.value)
+    if length != max_seq_length:
+        raise ValueError(
+            f"{path}: examples have {length} tokens, but max_seq_length is {max_seq_length}. "
+            f"Pass --max_seq_length={length} or recreate the data with --max_seq_length={max_seq_length}.")
+
+
+def parsing_spec_for(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
+    """The parsing spec of the numeric classifier features (no strings)."""
+    return example_features.parsing_spec(max_seq_length, include_strings=False)
+
+
+def parse_batch(serialized: tf.Tensor, max_seq_length: int) -> Dict[str, tf.Tensor]:
+    """Parses a batch of serialized classifier examples into model features.
+
+    Args:
+      serialized: <string>[batch] serialized tf.Examples.
+      max_seq_length: tokens per example.
+
+    Returns:
+      dict of <int32>[batch, max_seq_length] integer token features, <float32>[batch,
+      max_seq_length] `numeric_values` and `numeric_values_scale`, <int32>[batch] /
+      <float32>[batch] per-example features (`aggregation_function_id`, `answer`, ...), and
+      <int32>[batch, QUESTION_ID_INTS_LENGTH] `question_id_ints`.
+    """
+    parsed = tf.io.parse_example(serialized, parsing_spec_for(max_seq_length))
+    features = {}
+    for name, value in parsed.items():
+        if name in SCALAR_FEATURES:
+            value = tf.squeeze(value, axis=1)
+        if value.dtype == tf.int64:
+            # int32 is what the model's embedding lookups and segment ops take, and TPUs want.
+            value = tf.cast(value, tf.int32)
+        features[name] = value
+    return features
+
+
+def make_dataset(
+    file_pattern: str,
+    max_seq_length: int,
+    batch_size: int,
+    training: bool,
+    shuffle_buffer: int = 10_000,
+    seed: Optional[int] = None,
+    input_context: Optional[tf.distribute.InputContext] = None,
+) -> tf.data.Dataset:
+    """Batches of parsed classifier examples.
+
+    Args:
+      file_pattern: path or glob of TFRecord files.
+      max_seq_length: tokens per example (checked on the first record of every file).
+      batch_size: examples per batch (per replica when called through
+        `strategy.distribute_datasets_from_function`).
+      training: shuffle, repeat forever and drop the last partial batch; otherwise one pass in
+        file order, the last batch possibly smaller.
+      shuffle_buffer: examples in the shuffle buffer; <= 1 disables shuffling.
+      seed: shuffle seed, for a reproducible order.
+      input_context: from `distribute_datasets_from_function`; with several input pipelines (one
+        per worker) each reads its own shard of the files, or of the records if there are fewer
+        files than pipelines.
+
+    Returns:
+      A dataset of feature dicts as `parse_batch` returns them.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    files = check_examples(file_pattern, max_seq_length)
+    dataset = _records(files, input_context)
+    if training:
+        if shuffle_buffer > 1:
+            dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=training)
+    dataset = dataset.map(
+        lambda serialized: parse_batch(serialized, max_seq_length),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _records(files: List[str], input_context: Optional[tf.distribute.InputContext]) -> tf.data.Dataset:
+    """Serialized records of `files` (this pipeline's shard of them), in a deterministic order."""
+    num_pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    if num_pipelines > 1 and len(files) >= num_pipelines:
+        files = files[pipeline_id::num_pipelines]
+        num_pipelines = 1
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    dataset = dataset.interleave(
+        tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if num_pipelines > 1:
+        # Fewer files than workers: every worker reads everything and keeps its share of records.
+        dataset = dataset.shard(num_pipelines, pipeline_id)
+    return dataset

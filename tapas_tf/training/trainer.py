@@ -1,0 +1,370 @@
+"""Fine-tuning TapasForQuestionAnswering: a custom training loop under tf.distribute.
+
+    strategy = distribution.get_strategy("one_device")
+    result = train(model_config, train_config, "/tmp/model", strategy)
+
+One step reads the global batch, splits it over the replicas, and on each replica into
+`gradient_accumulation_steps` micro-batches whose gradients are summed. Each replica scales its
+loss by 1 / (replicas * micro-batches), so the summed (all-reduced) gradient is the gradient of
+the mean loss over the global batch, the same as one device computes. The summed gradient is
+clipped by its global norm and applied by AdamW (tf-models-official's AdamWeightDecay, weight
+decay skipped for LayerNorm and bias) with linear warm-up and linear decay to 0.
+
+The forward and backward pass of a replica is one `tf.function(jit_compile=use_xla)`; the
+all-reduce and the optimiser update run outside XLA. The model directory follows
+`tapas_tf.checkpoints.model_dir`: tapas_config.json (written before training), checkpoints/ (model,
+optimizer and step; the newest is restored on start), and train/ for TensorBoard.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+from typing import Callable, Dict, List, Optional, Tuple  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+from official.modeling.optimization import optimizer_factory  # noqa: E402
+from official.modeling.optimization.configs import optimization_config  # noqa: E402
+
+from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.models.config import TapasConfig  # noqa: E402
+from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tapas_tf.training import distribution, input_pipeline  # noqa: E402
+from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
+from tapas_tf.training.progress import TrainProgress  # noqa: E402
+
+# Loss terms logged every log_steps: the model's total loss and the batch means of its terms.
+LOSS_TERMS = ("total_loss", "selection_loss", "aggregation_loss", "answer_loss")
+TRAIN_DIR = "train"
+TRAIN_CONFIG_FILE = "train_config.json"
+# BERT's choice: no weight decay on LayerNorm scales and offsets or on biases (regexes on names).
+NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+StepCallback = Callable[[int, Dict[str, float]], None]
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """The state at the end of `train`: the step reached, the model, the last logged values."""
+
+    step: int
+    model: TapasForQuestionAnswering
+    metrics: Dict[str, float]
+
+
+def build_optimizer(config: TrainConfig) -> Tuple[tf_keras.optimizers.legacy.Optimizer, Callable]:
+    """AdamW; the learning rate rises linearly from 0 to learning_rate over the warm-up steps, then
+    falls linearly to 0 at train_steps.
+
+    Built by tf-models-official's OptimizerFactory. Its own clipping is off: `train` clips the
+    all-reduced gradient, which AdamWeightDecay cannot see when gradients are aggregated first.
+
+    Returns:
+      (optimizer, learning rate schedule: step -> <float32>[]).
+    """
+    params = {
+        "optimizer": {
+            "type": "adamw",
+            "adamw": {
+                "weight_decay_rate": config.weight_decay,
+                "exclude_from_weight_decay": list(NO_WEIGHT_DECAY),
+                "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-6,
+                "gradient_clip_norm": 0.0,
+            },
+        },
+        # The decay starts where the warm-up ends, so the rate peaks at learning_rate.
+        "learning_rate": {
+            "type": "polynomial",
+            "polynomial": {"initial_learning_rate": config.learning_rate,
+                           "decay_steps": max(config.train_steps - config.warmup_steps, 1),
+                           "offset": config.warmup_steps, "end_learning_rate": 0.0, "power": 1.0},
+        },
+    }
+    if config.warmup_steps > 0:
+        params["warmup"] = {"type": "linear", "linear": {"warmup_steps": config.warmup_steps,
+                                                         "warmup_learning_rate": 0.0}}
+    factory = optimizer_factory.OptimizerFactory(optimization_config.OptimizationConfig(params))
+    schedule = factory.build_learning_rate()
+    return factory.build_optimizer(schedule), schedule
+
+
+def resolve_checkpoint(path: str) -> str:
+    """The checkpoint prefix named by `path`: a model directory (its newest checkpoint), a
+    directory of checkpoints (its newest), or a prefix such as `DIR/checkpoints/ckpt-100`.
+
+    Raises:
+      FileNotFoundError: `path` is none of these.
+    """
+    if tf.io.gfile.isdir(path):
+        for directory in (model_dir_lib.checkpoint_dir(path), path):
+            latest = tf.train.latest_checkpoint(directory)
+            if latest:
+                return latest
+        raise FileNotFoundError(f"{path}: no checkpoint in it or in its {model_dir_lib.CHECKPOINT_DIR}/.")
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    raise FileNotFoundError(f"{path} is not a model directory, a checkpoint directory or a checkpoint prefix.")
+
+
+def initialize_from(model: TapasForQuestionAnswering, init_checkpoint: str) -> Dict[str, bool]:
+    """Restores the encoder of `model` from a tapas-tf checkpoint; the heads keep their initialisation.
+
+    The hook for other formats: importers of original TAPAS, Hugging Face or MiniLM weights can
+    dispatch here on the format of `init_checkpoint`. This version reads checkpoints written by
+    `train` (or any `tf.train.Checkpoint(model=m)` whose `m.encoder` is a TapasEncoder, such as
+    the masked-LM model). Restoring is partial: an encoder part missing from the checkpoint (for
+    example the pooler of a masked-LM model) keeps its initialisation and is logged.
+
+    Args:
+      model: a TapasForQuestionAnswering (built here if it was never called).
+      init_checkpoint: model directory, checkpoint directory or checkpoint prefix.
+
+    Returns:
+      {part: restored?} for "embeddings", "layer_0" ... and "pooler".
+
+    Raises:
+      FileNotFoundError: see `resolve_checkpoint`.
+      ValueError: no encoder part is in the checkpoint, or a shape differs from the model's.
+    """
+    prefix = resolve_checkpoint(init_checkpoint)
+    if not model.built:
+        model(dummy_features(), training=False)
+    stored = {name for name, _ in tf.train.list_variables(prefix)}
+    parts = {"embeddings": "embeddings"}
+    parts.update({f"layer_{i}": f"transformer_layers/{i}" for i in range(len(model.encoder.transformer_layers))})
+    if model.encoder.pooler is not None:
+        parts["pooler"] = "pooler"
+    restored = {part: any(name.startswith(f"model/encoder/{path}/") for name in stored)
+                for part, path in parts.items()}
+    if not any(restored.values()):
+        raise ValueError(f"{prefix} holds no TAPAS encoder weights (no model/encoder/ variables).")
+    try:
+        tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=model.encoder)).restore(prefix).expect_partial()
+    except ValueError as e:
+        raise ValueError(f"The encoder in {prefix} does not fit the model config: {e}") from e
+    logging.info("Initialised from %s: restored %s; not in the checkpoint: %s", prefix,
+                 ", ".join(p for p, ok in restored.items() if ok) or "nothing",
+                 ", ".join(p for p, ok in restored.items() if not ok) or "nothing")
+    return restored
+
+
+def prepare_model_dir(model_dir: str, config: TapasConfig, write: bool = True) -> None:
+    """Writes tapas_config.json, or checks that a run being resumed had the same model config.
+
+    Raises:
+      ValueError: model_dir holds a different tapas_config.json (the message lists the fields),
+        or checkpoints without a config.
+    """
+    if tf.io.gfile.exists(model_dir_lib.config_path(model_dir)):
+        differences = config_differences(model_dir_lib.load_config(model_dir), config)
+        if differences:
+            listed = "; ".join(f"{name}: {old!r} there, {new!r} now" for name, (old, new) in differences.items())
+            raise ValueError(
+                f"{model_dir} was trained with another model config ({listed}). "
+                "Resume with the same options or use a new --model_dir.")
+        return
+    if model_dir_lib.latest_checkpoint(model_dir):
+        raise ValueError(f"{model_dir} has checkpoints but no {model_dir_lib.CONFIG_FILE}; use a new --model_dir.")
+    if write:
+        model_dir_lib.save_config(model_dir, config)
+
+
+def train(
+    model_config: TapasConfig,
+    train_config: TrainConfig,
+    model_dir: str,
+    strategy: Optional[tf.distribute.Strategy] = None,
+    on_step_end: Optional[StepCallback] = None,
+) -> TrainResult:
+    """Trains (or resumes training) until train_config.train_steps.
+
+    Args:
+      model_config: the model; must equal the config already in model_dir when resuming.
+      train_config: data, schedule, checkpointing and logging.
+      model_dir: where tapas_config.json, checkpoints/ and train/ (TensorBoard) go.
+      strategy: a tf.distribute strategy (see `tapas_tf.training.distribution`); default the current one.
+      on_step_end: called as `on_step_end(step, values)` after every step (and its checkpoint),
+        with the step's loss terms, learning_rate and gradient_norm as floats.
+
+    Returns:
+      TrainResult with the step reached and the trained model.
+
+    Raises:
+      ValueError: bad data (see `input_pipeline.check_examples`), a batch that does not split
+        evenly over replicas and micro-batches, or a model config that differs from model_dir's.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    replica_batch = _replica_batch_size(train_config, strategy.num_replicas_in_sync)
+    input_pipeline.check_examples(train_config.train_file, train_config.max_seq_length)
+    chief = distribution.is_chief(strategy)
+    prepare_model_dir(model_dir, model_config, write=chief)
+    if train_config.seed is not None:
+        tf_keras.utils.set_random_seed(train_config.seed)
+
+    with strategy.scope():
+        model = TapasForQuestionAnswering(model_config)
+        model(dummy_features(1, 8), training=False)  # Creates the variables.
+        optimizer, schedule = build_optimizer(train_config)
+        # Slots and the iteration counter exist before the step is traced (else tf.function traces
+        # twice: variables made on the first trace) and before restoring (so the checkpoint's
+        # values land at once). Keras's legacy optimisers offer no public call for this.
+        optimizer._create_all_weights(model.trainable_variables)
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    _restore_or_initialize(checkpoint, model, model_dir, train_config)
+    start = int(step.numpy())
+    if start >= train_config.train_steps:
+        logging.info("%s is at step %d; train_steps is %d: nothing to do.", model_dir, start, train_config.train_steps)
+        return TrainResult(start, model, {})
+
+    save_dir = model_dir_lib.checkpoint_dir(model_dir) if chief else tempfile.mkdtemp(prefix="tapas_worker_")
+    manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=train_config.keep_checkpoint_max)
+    if chief:
+        _write_train_config(model_dir, train_config)
+    iterator = iter(_distributed_dataset(strategy, train_config, replica_batch, start))
+    train_step = _make_train_step(model, optimizer, schedule, step, strategy, train_config)
+    loop = TrainProgress(train_config, start, chief, os.path.join(model_dir, TRAIN_DIR))
+    try:
+        while loop.step < train_config.train_steps:
+            values = {name: float(value) for name, value in train_step(iterator).items()}
+            if not math.isfinite(values["total_loss"]):
+                # Stop before a checkpoint saves weights the update may have made non-finite.
+                raise FloatingPointError(
+                    f"Step {loop.step + 1}: the loss is {values['total_loss']}; try a lower --learning_rate "
+                    "or --gradient_clipping. The last good checkpoint is kept.")
+            loop.after_step(values)
+            if loop.step % train_config.save_checkpoints_steps == 0 or loop.step == train_config.train_steps:
+                manager.save(checkpoint_number=loop.step)
+            if on_step_end is not None:
+                on_step_end(loop.step, values)
+    finally:
+        loop.close()
+        if not chief:
+            shutil.rmtree(save_dir, ignore_errors=True)
+    return TrainResult(loop.step, model, loop.last_logged)
+
+
+def _replica_batch_size(config: TrainConfig, num_replicas: int) -> int:
+    """Examples per replica per step; raises ValueError when the batch does not split evenly."""
+    parts = num_replicas * config.gradient_accumulation_steps
+    if config.train_batch_size % parts:
+        raise ValueError(
+            f"train_batch_size ({config.train_batch_size}) must be divisible by replicas ({num_replicas}) "
+            f"x gradient_accumulation_steps ({config.gradient_accumulation_steps}).")
+    return config.train_batch_size // num_replicas
+
+
+def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: TapasForQuestionAnswering,
+                           model_dir: str, config: TrainConfig) -> None:
+    """Restores model_dir's newest checkpoint (model, optimizer slots and iterations, step), else
+    initialises the encoder from config.init_checkpoint if given."""
+    latest = model_dir_lib.latest_checkpoint(model_dir)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("Resuming from %s at step %d.", latest, int(checkpoint.step.numpy()))
+    elif config.init_checkpoint:
+        initialize_from(model, config.init_checkpoint)
+
+
+def _write_train_config(model_dir: str, config: TrainConfig) -> None:
+    """Keeps the options of this run beside its TensorBoard events (overwritten on resume)."""
+    directory = os.path.join(model_dir, TRAIN_DIR)
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(os.path.join(directory, TRAIN_CONFIG_FILE), "w") as f:
+        f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, replica_batch: int,
+                         start_step: int):
+    """Each input pipeline (worker) reads batches of `replica_batch` examples for its replicas."""
+    # A resumed run shuffles afresh rather than replaying the first batches of the run it resumes.
+    seed = None if config.seed is None else config.seed + start_step
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return input_pipeline.make_dataset(
+            config.train_file, config.max_seq_length, replica_batch, training=True,
+            shuffle_buffer=config.shuffle_buffer, seed=seed, input_context=context)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _make_train_step(model: TapasForQuestionAnswering, optimizer, schedule: Callable, step: tf.Variable,
+                     strategy: tf.distribute.Strategy, config: TrainConfig) -> Callable:
+    """tf.function(iterator) -> {name: <float32>[]} that runs one optimiser step on the next batch."""
+    num_micro = config.gradient_accumulation_steps
+    compute = _gradient_function(model, num_micro, 1.0 / (strategy.num_replicas_in_sync * num_micro))
+    if config.use_xla and not distribution.uses_tpu(strategy):  # TPU programs are XLA already.
+        compute = tf.function(compute, jit_compile=True, autograph=False)
+    variables = model.trainable_variables
+    clip = config.gradient_clipping
+
+    def replica_step(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        grads, values = compute(features)
+        used = [(g, v) for g, v in zip(grads, variables) if g is not None]  # e.g. no pooler without agg.
+        context = tf.distribute.get_replica_context()
+        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in used])
+        values = context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+        values["gradient_norm"] = tf.linalg.global_norm(grads)
+        if clip:
+            grads, _ = tf.clip_by_global_norm(grads, clip, use_norm=values["gradient_norm"])
+        values["learning_rate"] = schedule(optimizer.iterations)  # The rate of this update.
+        optimizer.apply_gradients(zip(grads, [v for _, v in used]), experimental_aggregate_gradients=False)
+        return values
+
+    # No autograph: the model branches on its config in Python, and converting every layer's
+    # code would take longer than tracing it.
+    @tf.function(autograph=False)
+    def train_step(iterator) -> Dict[str, tf.Tensor]:
+        values = strategy.run(replica_step, args=(next(iterator),))
+        step.assign_add(1)
+        # Every replica holds the same all-reduced values.
+        return {name: strategy.experimental_local_results(value)[0] for name, value in values.items()}
+
+    return train_step
+
+
+def _gradient_function(model: TapasForQuestionAnswering, num_micro: int, loss_scale: float) -> Callable:
+    """features -> (gradients, {loss term: <float32>[]}) of one replica's share of the batch.
+
+    Features are <dtype>[replica_batch, ...]; they are split into `num_micro` micro-batches whose
+    scaled gradients are summed in a sequential while loop (so only one is in memory at a time).
+    Gradients are None for variables the loss does not use.
+    """
+    variables = model.trainable_variables
+
+    def micro_step(features: Dict[str, tf.Tensor]) -> Tuple[List[Optional[tf.Tensor]], Dict[str, tf.Tensor]]:
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=True)
+            loss = outputs["total_loss"] * loss_scale
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        values = {name: tf.reduce_mean(outputs[name]) * loss_scale for name in LOSS_TERMS}
+        return grads, values
+
+    def compute(features: Dict[str, tf.Tensor]):
+        if num_micro == 1:
+            return micro_step(features)
+        parts = {name: tf.reshape(value, [num_micro, -1] + value.shape[1:].as_list())
+                 for name, value in features.items()}
+        grads, values = micro_step({name: value[0] for name, value in parts.items()})
+        used = [i for i, g in enumerate(grads) if g is not None]
+
+        def body(i, sums, value_sums):
+            more_grads, more_values = micro_step({name: value[i] for name, value in parts.items()})
+            sums = [s + more_grads[j] for s, j in zip(sums, used)]
+            return i + 1, sums, {name: value_sums[name] + more_values[name] for name in value_sums}
+
+        _, sums, values = tf.while_loop(lambda i, *_: i < num_micro, body,
+                                        (tf.constant(1), [grads[j] for j in used], values),
+                                        parallel_iterations=1)
+        summed = dict(zip(used, sums))
+        return [summed.get(i) for i in range(len(variables))], values
+
+    return compute

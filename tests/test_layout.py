@@ -1,0 +1,214 @@
+"""The package reads as its data flow, and imports run down it.
+
+    data -> features -> models -> checkpoints -> training / inference
+               \\-> pipelines (Beam) -> beam_jobs
+
+Every module of `tapas_tf` (with `tapas_tf.models` and `tapas_tf.beam_jobs`, which packaging maps
+from the repository's top-level folders) is imported, and its import statements, including
+those inside functions, are checked against `ALLOWED`. An arrow that runs back up fails here.
+"""
+
+import ast
+import importlib
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import tapas_tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Room -> the rooms of tapas_tf it may import (its own room is always allowed).
+ALLOWED = {
+    "data": set(),
+    "features": {"data"},
+    "models": {"features.example_features"},
+    "checkpoints": {"models", "tasks"},
+    "pipelines": {"data", "features", "tasks"},
+    "training": {"features", "models", "checkpoints", "tasks"},
+    "inference": {"data", "features", "models", "checkpoints", "tasks"},
+    "tasks": set(),
+    "beam_jobs": {"data", "features", "pipelines", "tasks"},
+}
+SUBPACKAGES = {"data", "features", "models", "checkpoints", "pipelines", "training", "inference", "beam_jobs"}
+# Root modules beside __init__: the shared task presets and thin command lines.
+ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data"}
+CLI_MAX_LINES = 60
+
+
+def _all_modules():
+    """Every module name of the installed package, mapped folders included."""
+    names = ["tapas_tf"]
+    for package in ("tapas_tf", "tapas_tf.models", "tapas_tf.beam_jobs"):
+        module = importlib.import_module(package)
+        names.append(package)
+        names.extend(info.name for info in pkgutil.walk_packages(module.__path__, package + "."))
+    return sorted(set(names))
+
+
+MODULES = _all_modules()
+
+
+def _room(module_name: str) -> str:
+    """`tapas_tf.features.tokenization` -> `features`; root modules are their own room."""
+    parts = module_name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _imported_tapas_modules(module) -> set:
+    """Absolute names of the tapas_tf modules that `module`'s source imports, anywhere in it."""
+    with open(module.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), module.__file__)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{module.__name__}: use absolute imports"
+            found.add(node.module)
+            # `from tapas_tf.x import y` may import the submodule y.
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name and (name == "tapas_tf" or name.startswith("tapas_tf."))
+            and _is_module(name)}
+
+
+def _is_module(name: str) -> bool:
+    return name in MODULES
+
+
+def _allowed(importer: str, imported: str) -> bool:
+    room = _room(importer)
+    if importer == "tapas_tf" or room in ROOT_MODULES - {"tasks"}:
+        return True  # The public API surface and the command lines sit on top.
+    if imported == "tapas_tf":
+        return False  # ...so no room may import them.
+    if _room(imported) == room:
+        return True
+    target = imported[len("tapas_tf."):]
+    return any(target == allowed or target.startswith(allowed + ".") for allowed in ALLOWED[room])
+
+
+def test_the_walk_finds_every_room():
+    rooms = {_room(name) for name in MODULES if name.count(".") >= 1}
+    assert SUBPACKAGES <= rooms
+    assert {"tapas_tf.models.qa_model", "tapas_tf.beam_jobs.create_task_data",
+            "tapas_tf.data.readers.sqa", "tapas_tf.inference.execution"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_imports_and_its_imports_run_down_the_flow(name):
+    module = importlib.import_module(name)
+    wrong = sorted(imported for imported in _imported_tapas_modules(module) if not _allowed(name, imported))
+    room = _room(name) or "root"
+    assert not wrong, f"{name} ({room}) may import only {sorted(ALLOWED.get(room, []))}, but imports {wrong}"
+
+
+def test_the_checker_rejects_an_arrow_back_up():
+    assert not _allowed("tapas_tf.data.readers.wtq", "tapas_tf.inference.decoding")
+    assert not _allowed("tapas_tf.features.tokenization", "tapas_tf.models.config")
+    assert not _allowed("tapas_tf.models.embeddings", "tapas_tf.features.tokenization")
+    assert not _allowed("tapas_tf.checkpoints.importer", "tapas_tf.training.trainer")
+    assert not _allowed("tapas_tf.training.trainer", "tapas_tf.inference.sequential")
+    assert not _allowed("tapas_tf.tasks", "tapas_tf.data.interaction_io")
+    assert _allowed("tapas_tf.models.embeddings", "tapas_tf.features.example_features")
+    assert _allowed("tapas_tf.inference.sequential", "tapas_tf.features.classifier_examples")
+
+
+def test_package_root_holds_only_the_api_presets_and_thin_command_lines():
+    package_dir = os.path.dirname(tapas_tf.__file__)
+    modules = {name[:-3] for name in os.listdir(package_dir) if name.endswith(".py")}
+    assert modules == ROOT_MODULES | {"__init__"}
+    subpackages = {name for name in os.listdir(package_dir)
+                   if os.path.isfile(os.path.join(package_dir, name, "__init__.py"))}
+    assert subpackages == SUBPACKAGES - {"models", "beam_jobs"}
+    for cli in ROOT_MODULES - {"tasks"}:
+        with open(os.path.join(package_dir, cli + ".py"), encoding="utf-8") as f:
+            assert len(f.readlines()) <= CLI_MAX_LINES, f"tapas_tf/{cli}.py should only parse flags and call"
+
+
+@pytest.mark.parametrize("package", sorted(SUBPACKAGES))
+def test_every_subpackage_says_what_it_holds_and_may_import(package):
+    doc = importlib.import_module(f"tapas_tf.{package}").__doc__ or ""
+    assert len(doc.split()) >= 15, f"tapas_tf.{package} needs a docstring saying what it holds"
+    if package != "beam_jobs":
+        assert "May import" in doc
+
+
+def test_public_api_is_lazy_and_complete():
+    for name in tapas_tf.__all__:
+        assert getattr(tapas_tf, name) is not None
+    assert tapas_tf.load_model.__module__ == "tapas_tf.checkpoints.model_dir"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tapas_tf.nope  # noqa: B018
+    result = subprocess.run([sys.executable, "-c", "import sys, tapas_tf; print('tensorflow' in sys.modules)"],
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+# --- A user's project with its own `models` package ---------------------------------------------
+
+
+@pytest.fixture
+def user_project(tmp_path):
+    """A working directory holding its own `models/` package, as many ML projects do."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("OWNER = 'user'\n")
+    (tmp_path / "models" / "config.py").write_text("OWNER = 'user config'\n")
+    return tmp_path
+
+
+def _run(args, cwd, timeout=300):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_user_models_package_and_ours_do_not_mix(user_project):
+    result = _run([sys.executable, "-c",
+                   "import models, models.config, tapas_tf.models.config as ours\n"
+                   "print(models.OWNER, '|', models.config.OWNER, '|', ours.TapasConfig.__name__)"],
+                  cwd=user_project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "user | user config | TapasConfig"
+
+
+def test_run_task_works_from_a_directory_with_its_own_models_package(user_project):
+    run_task = os.path.join(ROOT, "run_task.py")
+    result = _run([sys.executable, run_task, "--help"], cwd=user_project)
+    assert result.returncode == 0, result.stderr
+    assert "--task" in result.stdout + result.stderr
+    sample = _run([sys.executable, "-m", "tapas_tf.sample_data", "--output_dir=sample"], cwd=user_project)
+    assert sample.returncode == 0, sample.stderr
+    result = _run([sys.executable, run_task, "--task=SQA", "--mode=create_data", "--input_dir=sample",
+                   "--output_dir=out", "--max_seq_length=128"], cwd=user_project)
+    assert result.returncode == 0, result.stderr
+    assert (user_project / "out" / "tf_examples" / "train.tfrecord").stat().st_size > 0
+    assert (user_project / "out" / "conversion_report.json").exists()
+
+
+def test_wheel_has_one_top_level_package(tmp_path):
+    # Built from a copy: setuptools writes build/ beside the sources.
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(os.path.join(ROOT, name), source / name)
+    for name in ("tapas_tf", "models", "beam_jobs"):
+        shutil.copytree(os.path.join(ROOT, name), source / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    result = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                   "-w", str(tmp_path), str(source)], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (wheel,) = [name for name in os.listdir(tmp_path) if name.endswith(".whl")]
+    with zipfile.ZipFile(tmp_path / wheel) as archive:
+        names = archive.namelist()
+    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"tapas_tf"}
+    assert "models" not in top_level and "beam_jobs" not in top_level
+    for path in ("tapas_tf/models/qa_model.py", "tapas_tf/beam_jobs/create_task_data.py",
+                 "tapas_tf/data/protos/interaction.proto", "tapas_tf/inference/execution.py"):
+        assert path in names
