@@ -4,8 +4,9 @@
         --vocab_file=vocab.txt [--runner=DirectRunner --direct_num_workers=2 ...]
 
 Writes, per split: `interactions/{split}.tfrecord`, `tf_examples/{split}.tfrecord`
-and `failures/{split}.tsv` (question id or file:line, reason, message), then
-`conversion_report.json` with the counters of every split.
+and `failures/{split}.tsv` (file, lines, question id, reason, message: every input line or
+question that did not become an example), then `conversion_report.json`, which accounts for
+every line and question of every split (docs/DATA_CONTRACT.md).
 """
 
 import argparse
@@ -17,7 +18,9 @@ from typing import Optional, Sequence
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.readers import sqa
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines import classifier_data, reports, runners, task_files
 from tapas_tf.tasks import Split, Task
@@ -25,11 +28,22 @@ from tapas_tf.tasks import Split, Task
 REPORT_FILE = reports.REPORT_FILE
 
 
-def _read_split(root, task: Task, input_dir: str, split: Split):
-    if task != Task.SQA:
-        raise NotImplementedError(f"create_data for {task.value} is not built yet; SQA is")
-    return root | f"{split.name}/Read" >> classifier_data.ReadSqaInteractions(
-        os.path.join(input_dir, split.file_name), input_dir)
+# The reader of each task's release files; create_data is built for these tasks.
+RELEASE_FILES = {Task.SQA: sqa.SqaFile}
+
+
+def _release_file(task: Task):
+    if task not in RELEASE_FILES:
+        raise ValueError(f"create_data is not built for {task.value} yet; it is for "
+                         f"{', '.join(t.value for t in RELEASE_FILES)}")
+    return RELEASE_FILES[task]
+
+
+def check_inputs(task: Task, input_dir: str, splits: Sequence[Split]) -> None:
+    """Refuses, before anything runs, a split file that is missing or lacks a required column."""
+    release_file = _release_file(task)
+    for split in splits:
+        release_file(os.path.join(input_dir, split.file_name), input_dir).check_header()
 
 
 def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
@@ -38,29 +52,31 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
     for split in splits:
         paths = task_files.split_paths(output_dir, split.name)
         split_config = ConversionConfig(**{**config.__dict__, "fail_on_dropped_answers": split.is_training})
-        read = _read_split(root, task, input_dir, split)
-        annotated = read.interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers()
+        source = os.path.join(input_dir, split.file_name)
+        read = root | f"{split.name}/Read" >> classifier_data.ReadReleaseFile(source, input_dir, _release_file(task))
+        annotated = read.interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers(source)
         (annotated.interactions
          | f"{split.name}/WriteInteractions" >> beam.io.WriteToTFRecord(
              paths["interactions"], coder=beam.coders.ProtoCoder(interaction_pb2.Interaction),
              shard_name_template=""))
         converted = annotated.interactions | f"{split.name}/ToExamples" >> classifier_data.ToClassifierExamples(
-            split_config)
+            split_config, source)
         (converted.examples
          | f"{split.name}/WriteExamples" >> beam.io.WriteToTFRecord(paths["examples"], shard_name_template=""))
         ((read.failed, annotated.failed, converted.failed)
          | f"{split.name}/AllFailures" >> beam.Flatten()
          | f"{split.name}/FormatFailures" >> beam.Map(classifier_data.format_failure)
          | f"{split.name}/WriteFailures" >> beam.io.WriteToText(
-             paths["failures"], shard_name_template="", header="where\treason\tmessage"))
+             paths["failures"], shard_name_template="", header="\t".join(classifier_data.FAILURE_COLUMNS)))
 
 
 def run_create_data(task: Task, input_dir: str, output_dir: str, config: ConversionConfig,
                     pipeline_args: Optional[Sequence[str]] = None) -> dict:
     """Runs the job and writes `conversion_report.json`; returns the report."""
     splits = task_files.available_splits(task, input_dir)
+    check_inputs(task, input_dir, splits)
     options = PipelineOptions(list(pipeline_args or []))
-    os.makedirs(output_dir, exist_ok=True)
+    ensure_writable_dir(output_dir, "--output_dir")
     pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
     build_pipeline(pipeline, task, input_dir, output_dir, config, splits)
     result = pipeline.run()

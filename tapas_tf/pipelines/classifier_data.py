@@ -1,69 +1,111 @@
-"""Apache Beam transforms of the data jobs.
+"""Beam transforms of the create_data job: release files -> interactions -> classifier examples.
 
-Each stage is a named PTransform; the per-element work is a plain function of
-another module (readers, number_annotation, classifier_examples), tested
-without Beam. Every record that is skipped is counted under its reason in the
-`tapas_tf` counter namespace and sent, with its message, to a `failed` output.
+Each stage is a named PTransform; the per-element work is a plain function of another module
+(readers, number_annotation, classifier_examples), tested without Beam. Every input line and
+every question is counted in the `tapas_tf` counter namespace (docs/DATA_CONTRACT.md):
+
+- `lines_read`, `lines_header`, `lines_in_questions`, `lines_skipped_<reason>`: physical lines;
+- `questions_read`, `examples_written`, `skipped_<reason>` (read but unusable: its table is
+  missing, say), `dropped_<reason>` (failed conversion): questions.
+
+Whatever is skipped goes, with its file, lines, question id, reason and message, to a `failed`
+output. No single input stops the job: an unexpected exception on one element is counted as
+`unexpected_error` and the job goes on.
 """
 
 import copy
-from typing import Iterator, Tuple
+import logging
+from typing import Iterator, NamedTuple, Type, Union
 
 import apache_beam as beam
 from apache_beam import pvalue
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers import sqa
+from tapas_tf.data.readers import sqa, wtq
 from tapas_tf.data.readers.common import ReaderError
 from tapas_tf.features.classifier_examples import ExampleConverter
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError
 
 COUNTER_NAMESPACE = "tapas_tf"
 FAILED = "failed"
+UNEXPECTED = "unexpected_error"
+FAILURE_COLUMNS = ("file", "lines", "question_id", "reason", "message")
 
-# A failure record: (where: question id or file:line, reason, message).
-Failure = Tuple[str, str, str]
+ReleaseFile = Union[Type[sqa.SqaFile], Type[wtq.WtqFile]]
+
+
+class Failure(NamedTuple):
+    """One row of the failures file. `lines` ("7" or "7-9") and `question_id` may be empty."""
+
+    file: str
+    lines: str
+    question_id: str
+    reason: str
+    message: str
 
 
 def counter(name: str) -> beam.metrics.metric.Metrics.DelegatingCounter:
     return beam.metrics.Metrics.counter(COUNTER_NAMESPACE, name)
 
 
-class _ReadSqaFn(beam.DoFn):
-    """TSV path -> interactions, with unreadable lines and sequences as failures."""
+def reader_failure(error: ReaderError, file: str) -> Failure:
+    return Failure(error.path or file, error.lines, error.question_id or "", error.reason, str(error))
 
-    def __init__(self, input_dir: str):
+
+class _ReadFileFn(beam.DoFn):
+    """TSV path -> interactions; every line is counted and every unusable one is a failure."""
+
+    def __init__(self, input_dir: str, release_file: ReleaseFile):
         self._input_dir = input_dir
-        self._interactions = counter("interactions_read")
-        self._questions = counter("questions_read")
+        self._release_file = release_file
 
     def process(self, tsv_path: str) -> Iterator:
-        for item in sqa.read_sqa_interactions(tsv_path, self._input_dir):
-            if isinstance(item, ReaderError):
-                counter(f"skipped_{item.reason}").inc()
-                yield pvalue.TaggedOutput(FAILED, (tsv_path, item.reason, str(item)))
-            else:
-                self._interactions.inc()
-                self._questions.inc(len(item.questions))
-                yield item
+        reader = self._release_file(tsv_path, self._input_dir)
+        try:
+            for item in reader.interactions():
+                if isinstance(item, ReaderError):
+                    yield pvalue.TaggedOutput(FAILED, reader_failure(item, tsv_path))
+                    if item.question_id:
+                        counter(f"skipped_{item.reason}").inc()
+                    else:
+                        counter(f"lines_skipped_{item.reason}").inc(item.num_lines)
+                else:
+                    counter("interactions_read").inc()
+                    yield item
+        except Exception as e:  # pylint: disable=broad-except
+            # A reader bug must not stop the other files; the report shows the file as unaccounted.
+            logging.exception("Reading %s failed", tsv_path)
+            counter(f"read_{UNEXPECTED}").inc()
+            yield pvalue.TaggedOutput(FAILED, Failure(tsv_path, "", "", UNEXPECTED, f"{type(e).__name__}: {e}"))
+        counter("lines_read").inc(reader.lines_read)
+        counter("lines_header").inc(reader.header_lines)
+        counter("lines_in_questions").inc(reader.question_lines)
+        counter("questions_read").inc(reader.questions_read)
 
 
-class ReadSqaInteractions(beam.PTransform):
-    """Reads one SQA TSV file (relative table paths resolved in `input_dir`).
+class ReadReleaseFile(beam.PTransform):
+    """Reads one release TSV file (relative table paths resolved in `input_dir`).
 
-    Output: a DoOutputsTuple with the main output of Interactions and `failed`.
+    Args:
+      tsv_path: the file.
+      input_dir: the release folder that table paths are relative to.
+      release_file: the reader class of the release's format (`sqa.SqaFile`, `wtq.WtqFile`).
+
+    Output: a DoOutputsTuple with the main output `interactions` and `failed`.
     """
 
-    def __init__(self, tsv_path: str, input_dir: str):
+    def __init__(self, tsv_path: str, input_dir: str, release_file: ReleaseFile = sqa.SqaFile):
         super().__init__()
         self._tsv_path = tsv_path
         self._input_dir = input_dir
+        self._release_file = release_file
 
     def expand(self, root):
         return (root
                 | "TsvPath" >> beam.Create([self._tsv_path])
-                | "ReadTsv" >> beam.ParDo(_ReadSqaFn(self._input_dir)).with_outputs(FAILED, main="interactions"))
+                | "ReadTsv" >> beam.ParDo(_ReadFileFn(self._input_dir, self._release_file)).with_outputs(
+                    FAILED, main="interactions"))
 
 
 def annotate_interaction(interaction: interaction_pb2.Interaction) -> interaction_pb2.Interaction:
@@ -73,27 +115,44 @@ def annotate_interaction(interaction: interaction_pb2.Interaction) -> interactio
     return annotated
 
 
+def _question_failures(interaction: interaction_pb2.Interaction, file: str, reason: str,
+                       message: str) -> Iterator[Failure]:
+    for question in interaction.questions:
+        yield Failure(file, "", question.id, reason, message)
+
+
 class _AnnotateFn(beam.DoFn):
+    def __init__(self, source: str):
+        self._source = source
+
     def process(self, interaction):
         try:
             yield annotate_interaction(interaction)
-        except ValueError as e:
-            counter("skipped_annotation_error").inc()
-            yield pvalue.TaggedOutput(FAILED, (interaction.id, "annotation_error", str(e)))
+        except Exception as e:  # pylint: disable=broad-except
+            reason = "annotation_error" if isinstance(e, ValueError) else UNEXPECTED
+            counter(f"skipped_{reason}").inc(len(interaction.questions))
+            for failure in _question_failures(interaction, self._source, reason, f"{interaction.id}: {e}"):
+                yield pvalue.TaggedOutput(FAILED, failure)
 
 
 class AnnotateNumbers(beam.PTransform):
-    """Interactions -> interactions with numeric values (plus `failed`)."""
+    """Interactions -> interactions with numeric values (plus `failed`, one row per question)."""
+
+    def __init__(self, source: str = ""):
+        super().__init__()
+        self._source = source
 
     def expand(self, interactions):
-        return interactions | "Annotate" >> beam.ParDo(_AnnotateFn()).with_outputs(FAILED, main="interactions")
+        return interactions | "Annotate" >> beam.ParDo(_AnnotateFn(self._source)).with_outputs(
+            FAILED, main="interactions")
 
 
 class _ToExamplesFn(beam.DoFn):
     """Interaction -> serialised tf.Examples, one per convertible question."""
 
-    def __init__(self, config: ConversionConfig):
+    def __init__(self, config: ConversionConfig, source: str):
         self._config = config
+        self._source = source
         self._converter = None
         self._written = counter("examples_written")
 
@@ -104,32 +163,41 @@ class _ToExamplesFn(beam.DoFn):
     def process(self, interaction) -> Iterator:
         from tapas_tf.features.example_features import to_tf_example
 
-        for index, result in self._converter.convert_interaction(interaction):
-            if isinstance(result, ConversionError):
-                counter(f"dropped_{result.reason.value}").inc()
-                question_id = interaction.questions[index].id
-                yield pvalue.TaggedOutput(FAILED, (question_id, result.reason.value, str(result)))
+        for index, question in enumerate(interaction.questions):
+            try:
+                result = self._converter.convert(interaction, index)
+                serialized = to_tf_example(result.features).SerializeToString()
+            except Exception as e:  # pylint: disable=broad-except
+                reason = e.reason.value if isinstance(e, ConversionError) else UNEXPECTED
+                if reason == UNEXPECTED:
+                    logging.exception("Converting %s failed", question.id)
+                counter(f"dropped_{reason}").inc()
+                yield pvalue.TaggedOutput(FAILED, Failure(self._source, "", question.id, reason, str(e)))
                 continue
             for name, value in result.stats.items():
                 if value:
                     counter(f"limit_{name}").inc(value)
                     counter(f"examples_with_{name}").inc()
             self._written.inc()
-            yield to_tf_example(result.features).SerializeToString()
+            yield serialized
 
 
 class ToClassifierExamples(beam.PTransform):
-    """Annotated interactions -> serialised classifier tf.Examples (plus `failed`)."""
+    """Annotated interactions -> serialised classifier tf.Examples (plus `failed`).
 
-    def __init__(self, config: ConversionConfig):
+    `source` names the release file in failure rows.
+    """
+
+    def __init__(self, config: ConversionConfig, source: str = ""):
         super().__init__()
         self._config = config
+        self._source = source
 
     def expand(self, interactions):
-        return interactions | "Convert" >> beam.ParDo(_ToExamplesFn(self._config)).with_outputs(
+        return interactions | "Convert" >> beam.ParDo(_ToExamplesFn(self._config, self._source)).with_outputs(
             FAILED, main="examples")
 
 
 def format_failure(failure: Failure) -> str:
-    where, reason, message = failure
-    return "\t".join(s.replace("\t", " ").replace("\n", " ") for s in (where, reason, message))
+    """One line of the failures TSV (`FAILURE_COLUMNS`); tabs and newlines become spaces."""
+    return "\t".join(str(s).replace("\t", " ").replace("\r", " ").replace("\n", " ") for s in failure)

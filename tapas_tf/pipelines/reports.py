@@ -1,5 +1,15 @@
-"""The JSON report of a data job, built from its Beam counters."""
+"""The JSON report of a data job, built from its Beam counters.
 
+Per split, the report accounts for every input line and every question (docs/DATA_CONTRACT.md):
+
+    lines_read       == lines.header + lines.questions + sum(lines.skipped)
+    questions_read   == examples_written + sum(skipped) + sum(dropped)
+
+`adds_up` says whether both hold. `fraction_converted` counts each skipped line as a lost
+question: examples_written / (questions_read + sum(lines.skipped)).
+"""
+
+import logging
 from typing import Dict, Sequence
 
 from apache_beam.metrics.metric import MetricsFilter
@@ -11,8 +21,40 @@ from tapas_tf.tasks import Split
 REPORT_FILE = "conversion_report.json"
 
 
+def _by_prefix(values: Dict[str, int], prefix: str) -> Dict[str, int]:
+    return {k[len(prefix):]: v for k, v in sorted(values.items()) if k.startswith(prefix) and v}
+
+
+def split_report(values: Dict[str, int]) -> dict:
+    """The report of one split from its counter values (name -> count)."""
+    lines_skipped = _by_prefix(values, "lines_skipped_")
+    skipped = _by_prefix(values, "skipped_")
+    dropped = _by_prefix(values, "dropped_")
+    lines = {"header": values.get("lines_header", 0), "questions": values.get("lines_in_questions", 0),
+             "skipped": lines_skipped}
+    lines_read = values.get("lines_read", 0)
+    questions = values.get("questions_read", 0)
+    written = values.get("examples_written", 0)
+    lost_lines = sum(lines_skipped.values())
+    adds_up = (lines_read == lines["header"] + lines["questions"] + lost_lines
+               and questions == written + sum(skipped.values()) + sum(dropped.values())
+               and not values.get("read_unexpected_error"))
+    return {
+        "lines_read": lines_read,
+        "lines": lines,
+        "questions_read": questions,
+        "examples_written": written,
+        "fraction_converted": round(written / (questions + lost_lines), 6) if questions + lost_lines else None,
+        "skipped": skipped,
+        "dropped": dropped,
+        "limits": {k: v for k, v in sorted(values.items())
+                   if k.startswith("limit_") or k.startswith("examples_with_")},
+        "adds_up": adds_up,
+    }
+
+
 def collect_report(result, splits: Sequence[Split], output_dir: str) -> dict:
-    """Counters per split (from the step names) plus totals of examples and drops."""
+    """Counters per split (from the step names, `{split}/...`) as `split_report`s."""
     counters = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))
     report = {"splits": {}}
     for split in splits:
@@ -20,16 +62,8 @@ def collect_report(result, splits: Sequence[Split], output_dir: str) -> dict:
         for c in counters["counters"]:
             if c.key.step.startswith(f"{split.name}/"):
                 values[c.key.metric.name] = values.get(c.key.metric.name, 0) + int(c.committed or c.attempted or 0)
-        questions = values.get("questions_read", 0)
-        written = values.get("examples_written", 0)
-        report["splits"][split.name] = {
-            "questions_read": questions,
-            "examples_written": written,
-            "fraction_converted": round(written / questions, 6) if questions else None,
-            "dropped": {k[len("dropped_"):]: v for k, v in sorted(values.items()) if k.startswith("dropped_")},
-            "skipped": {k[len("skipped_"):]: v for k, v in sorted(values.items()) if k.startswith("skipped_")},
-            "limits": {k: v for k, v in sorted(values.items())
-                       if k.startswith("limit_") or k.startswith("examples_with_")},
-            "files": split_paths(output_dir, split.name),
-        }
+        split_result = split_report(values)
+        if not split_result["adds_up"]:
+            logging.warning("%s: the counts do not add up (%s); see the failures file", split.name, split_result)
+        report["splits"][split.name] = {**split_result, "files": split_paths(output_dir, split.name)}
     return report

@@ -120,7 +120,7 @@ def test_malformed_lines_name_file_and_line(tmp_path):
     items = _read_all(tsv, tmp_path)
     errors = [i for i in items if isinstance(i, ReaderError)]
     assert [str(e) for e in errors] == [
-        f"{tsv}:3: expected 7 tab-separated fields, found 4",
+        f"{tsv}:3: expected 7 tab-separated fields ({', '.join(sqa.COLUMNS)}), found 4",
         f"{tsv}:4: annotator '0' and position 'two' must be integers",
     ]
     [interaction] = [i for i in items if not isinstance(i, ReaderError)]

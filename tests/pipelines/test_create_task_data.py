@@ -43,10 +43,15 @@ def job(tmp_path_factory):
 def test_report_counts_every_question_and_drop(job):
     report, out = job
     train, dev, test = (report["splits"][s] for s in ("train", "dev", "test"))
-    assert train["questions_read"] == 10  # 9 sample questions + the 600-piece one.
+    # 10 sample lines (header + 9 questions) + a malformed line + 2 questions.
+    assert train["lines_read"] == 13
+    assert train["lines"] == {"header": 1, "questions": 11, "skipped": {"malformed_line": 1}}
+    assert train["questions_read"] == 11  # 9 sample questions + the missing-table and 600-piece ones.
     assert train["examples_written"] == 9
     assert train["dropped"] == {"question_too_long": 1}
-    assert train["skipped"] == {"malformed_line": 1, "missing_table": 1}
+    assert train["skipped"] == {"missing_table": 1}
+    assert train["adds_up"] is True
+    assert train["fraction_converted"] == 0.75  # 9 of 11 questions + 1 unreadable line.
     assert (dev["questions_read"], dev["examples_written"]) == (4, 4)
     assert (test["questions_read"], test["examples_written"]) == (1, 1)
     assert json.load(open(out / REPORT_FILE))["splits"]["train"]["examples_written"] == 9
@@ -55,10 +60,13 @@ def test_report_counts_every_question_and_drop(job):
 def test_failures_file_gives_each_reason(job):
     _, out = job
     lines = (out / "failures" / "train.tsv").read_text().splitlines()
-    assert lines[0] == "where\treason\tmessage"
-    reasons = sorted(line.split("\t")[1] for line in lines[1:])
-    assert reasons == ["malformed_line", "missing_table", "question_too_long"]
-    assert any("s-9-0_0" in line for line in lines)
+    assert lines[0] == "file\tlines\tquestion_id\treason\tmessage"
+    rows = sorted(line.split("\t")[1:4] for line in lines[1:])
+    # The malformed line and the missing table's question are named by line; the conversion
+    # drop by question id.
+    assert rows == [["", "s-9-0_0", "question_too_long"], ["11", "", "malformed_line"],
+                    ["12", "s-8-0_0", "missing_table"]]
+    assert all(line.split("\t")[0].endswith("random-split-1-train.tsv") for line in lines[1:])
 
 
 def test_outputs_parse(job):
@@ -97,3 +105,80 @@ def test_cli_usage_errors(tmp_path):
                              "--mode=create_data"], capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "--input_dir" in result.stderr
+
+
+# --- Every line accounted for, whatever the input ----------------------------------------------
+
+SQA_HEADER = "id\tannotator\tposition\tquestion\ttable_file\tanswer_coordinates\tanswer_text"
+
+
+def _question_line(n: int, table: str = "table_csv/cities.csv", coordinates: str = "['(0, 0)']") -> str:
+    return f"q-{n}\t0\t0\twhich city is number {n}?\t{table}\t{coordinates}\t['Paris']"
+
+
+def _release(tmp_path, dev_lines):
+    """The sample release with `random-split-1-dev.tsv` replaced by `dev_lines` (str or bytes)."""
+    data = tmp_path / "data"
+    write_sample(str(data))
+    (data / "random-split-1-dev.tsv").write_bytes(b"".join(
+        (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n" for line in dev_lines))
+    return data
+
+
+def _run(tmp_path, data):
+    out = tmp_path / "out"
+    config = ConversionConfig(vocab_file=write_test_vocab(str(tmp_path / "vocab.txt")), max_seq_length=128)
+    return run_create_data(Task.SQA, str(data), str(out), config, ["--direct_num_workers=1"]), out
+
+
+def test_a_bad_byte_at_line_251_costs_one_line_and_the_report_adds_up(tmp_path):
+    lines = [SQA_HEADER] + [_question_line(n) for n in range(300)]
+    lines[250] = lines[250].replace("which", "caf\xe9 which").encode("latin-1")
+    report, out = _run(tmp_path, _release(tmp_path, lines))
+    dev = report["splits"]["dev"]
+    assert dev["lines_read"] == 301
+    assert dev["lines"] == {"header": 1, "questions": 299, "skipped": {"invalid_utf8": 1}}
+    assert (dev["questions_read"], dev["examples_written"]) == (299, 299)
+    assert dev["adds_up"] is True
+    assert dev["fraction_converted"] == round(299 / 300, 6)
+    [failure] = (out / "failures" / "dev.tsv").read_text().splitlines()[1:]
+    assert failure.split("\t")[1:4] == ["251", "", "invalid_utf8"]
+
+
+def test_every_kind_of_bad_line_is_counted_and_the_job_goes_on(tmp_path):
+    data = _release(tmp_path, [
+        SQA_HEADER,
+        _question_line(0),
+        _question_line(1, coordinates="['(0, 99999999999)']"),  # Beyond int32: an invalid answer.
+        _question_line(2, table="table_csv"),  # A directory, not a table file.
+        "",
+        _question_line(3).replace("which city", '"which city'),  # A stray quote.
+        _question_line(4),
+        _question_line(5),
+        "too\tfew\tfields",
+        _question_line(6, table="../../etc/passwd"),
+    ])
+    report, out = _run(tmp_path, data)
+    dev = report["splits"]["dev"]
+    assert dev["lines_read"] == 10
+    assert dev["lines"] == {"header": 1, "questions": 6, "skipped": {"blank_line": 1, "malformed_line": 2}}
+    assert dev["skipped"] == {"bad_table_path": 1, "unreadable_table": 1}
+    # The unusable answer is read, then dropped by conversion.
+    assert dev["dropped"] == {"invalid_answer": 1}
+    assert dev["questions_read"] == 6 and dev["examples_written"] == 3
+    assert dev["adds_up"] is True
+    failures = [line.split("\t") for line in (out / "failures" / "dev.tsv").read_text().splitlines()[1:]]
+    assert sorted((f[1], f[2], f[3]) for f in failures) == [
+        ("", "q-1-0_0", "invalid_answer"), ("10", "q-6-0_0", "bad_table_path"), ("4", "q-2-0_0", "unreadable_table"),
+        ("5", "", "blank_line"), ("6", "", "malformed_line"), ("9", "", "malformed_line")]
+    # The other splits were converted as usual.
+    train = report["splits"]["train"]
+    assert train["questions_read"] == 9 and train["adds_up"] is True
+
+
+def test_a_missing_required_column_refuses_the_job_before_it_starts(tmp_path):
+    data = _release(tmp_path, ["id\tannotator\tposition\tquestion\ttable_file\tanswer_text", "q\t0\t0\tx\ty\tz"])
+    with pytest.raises(ValueError, match=r"random-split-1-dev.tsv:1: the header lacks the column\(s\) "
+                                         r"answer_coordinates"):
+        _run(tmp_path, data)
+    assert not (tmp_path / "out" / REPORT_FILE).exists()

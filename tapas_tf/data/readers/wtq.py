@@ -10,13 +10,14 @@ the answer is a single number, `float_value`. Answer coordinates are found
 later, by weak supervision (not part of this reader).
 """
 
-import csv
+import io
 import os
 from typing import Dict, Iterator, List, Union
 
 from tapas_tf.data.number_parsing import parse_plain_number
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers.common import ReaderError, make_table, resolve_inside
+from tapas_tf.data.readers.common import ReaderError, make_table, read_table_bytes, resolve_inside
+from tapas_tf.data.readers.tsv import TsvReader
 
 COLUMNS = ("id", "utterance", "context", "targetValue")
 
@@ -39,12 +40,11 @@ def read_wtq_table(input_dir: str, context: str) -> interaction_pb2.Table:
     stem, _ = os.path.splitext(context)
     path = resolve_inside(input_dir, stem + ".tsv", "table")
     try:
-        with open(path, encoding="utf-8") as f:
-            rows = [line.rstrip("\n").split("\t") for line in f]
-    except FileNotFoundError:
-        raise ReaderError("missing_table", f"{path}: table file not found") from None
+        text = read_table_bytes(path).decode("utf-8")
     except UnicodeDecodeError as e:
         raise ReaderError("table_not_utf8", f"{path}: byte {e.start} is not valid UTF-8") from None
+    # Universal newlines, as the release's tools read it.
+    rows = [line.rstrip("\n").split("\t") for line in io.StringIO(text, newline=None)]
     if len(rows) < 2:
         raise ReaderError("empty_table", f"{path}: table has no header or no rows")
     for line_number, row in enumerate(rows[1:], start=2):
@@ -55,31 +55,62 @@ def read_wtq_table(input_dir: str, context: str) -> interaction_pb2.Table:
                       [[unescape(c) for c in row] for row in rows[1:]])
 
 
-def read_wtq_interactions(tsv_path: str, input_dir: str
-                          ) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:
-    """One interaction per question of a WTQ TSV file, errors inline."""
-    tables: Dict[str, Union[interaction_pb2.Table, ReaderError]] = {}
-    with open(tsv_path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        if header is None or tuple(header) != COLUMNS:
-            raise ReaderError("bad_header", f"{tsv_path}:1: header {header} is not {list(COLUMNS)}")
-        for fields in reader:
-            location = f"{tsv_path}:{reader.line_num}"
-            if len(fields) != len(COLUMNS):
-                yield ReaderError("malformed_line", f"{location}: expected 4 fields, found {len(fields)}")
+class WtqFile:
+    """One WTQ TSV file, read into one interaction per question, with every line accounted for.
+
+    The same accounting as `sqa.SqaFile`: after iterating `interactions()`,
+    `lines_read == header_lines + question_lines + the lines of the line errors yielded`.
+    """
+
+    def __init__(self, tsv_path: str, input_dir: str):
+        self.tsv_path = tsv_path
+        self.input_dir = input_dir
+        # WTQ escapes tabs and newlines instead of quoting: a `"` is an ordinary character.
+        self._tsv = TsvReader(tsv_path, COLUMNS, quoting=False)
+        self.question_lines = 0
+        self.questions_read = 0
+
+    @property
+    def lines_read(self) -> int:
+        return self._tsv.lines_read
+
+    @property
+    def header_lines(self) -> int:
+        return self._tsv.header_lines
+
+    def check_header(self) -> None:
+        """Raises ReaderError naming the file and the missing columns (or a missing file)."""
+        self._tsv.check_header()
+
+    def interactions(self) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:
+        tables: Dict[str, Union[interaction_pb2.Table, ReaderError]] = {}
+        for record in self._tsv:
+            if isinstance(record, ReaderError):
+                yield record
                 continue
-            question_id, utterance, context, target = fields
+            fields = record.fields
+            self.question_lines += record.num_lines
+            self.questions_read += 1
+            context = fields["context"]
             if context not in tables:
                 try:
-                    tables[context] = read_wtq_table(input_dir, context)
+                    tables[context] = read_wtq_table(self.input_dir, context)
                 except ReaderError as e:
                     tables[context] = e
             table = tables[context]
             if isinstance(table, ReaderError):
-                yield ReaderError(table.reason, f"{location}: {table}")
+                question_id = f"{fields['id']}_0"
+                yield ReaderError(table.reason, f"{record.location}: question {question_id}: {table}",
+                                  path=record.path, first_line=record.first_line, last_line=record.last_line,
+                                  question_id=question_id)
                 continue
-            yield _interaction(question_id, utterance, table, target.split("|"))
+            yield _interaction(fields["id"], fields["utterance"], table, fields["targetValue"].split("|"))
+
+
+def read_wtq_interactions(tsv_path: str, input_dir: str
+                          ) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:
+    """One interaction per question of a WTQ TSV file, errors inline (see `WtqFile`)."""
+    return WtqFile(tsv_path, input_dir).interactions()
 
 
 def _interaction(question_id: str, utterance: str, table: interaction_pb2.Table,
