@@ -5,17 +5,27 @@
     python run_task.py --task=SQA --mode=predict_and_evaluate --output_dir=DIR --model_dir=DIR
 
 Flags that this CLI does not define (for example `--runner=DataflowRunner` or
-`--direct_num_workers=2`) are passed to the Beam pipeline of create_data.
+`--direct_num_workers=2`) are passed to the Beam pipeline of create_data, if Beam's pipeline
+options know them; any other unknown flag is an error naming the nearest known one, in every mode.
+
+Errors are one line, `run_task.py: error: ...`, naming the flag, path or value and what to do; the
+exit code is 2 for a wrong command line and 1 for anything else. Pass --verbosity=debug (or a
+number >= 1), or set TAPAS_TF_DEBUG=1, to see the traceback as well.
 """
 
+import difflib
 import json
 import logging
 import os
+import re
 import sys
-from typing import Callable, Dict, List
+import traceback
+from typing import Callable, Dict, FrozenSet, List, NoReturn, Optional, Tuple
 
 from absl import app, flags
+from absl.logging import converter as absl_levels
 
+from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.tasks import Task
 
 FLAGS = flags.FLAGS
@@ -90,6 +100,18 @@ flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuf
 flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
 
 
+PROG = "run_task.py"
+USAGE_EXIT_CODE = 2  # A wrong command line, as argparse exits.
+ERROR_EXIT_CODE = 1  # Anything else: a missing or damaged file, an unwritable directory, bad data.
+DEBUG_ENV = "TAPAS_TF_DEBUG"
+DEBUG_HINT = f"(rerun with --verbosity=debug or {DEBUG_ENV}=1 for the traceback)"
+# absl's -v/--verbosity takes numbers only; these are its names for them (debug is 1).
+VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
+
+
+# --- the modes -------------------------------------------------------------------------------
+
+
 def _require(*names: str) -> None:
     missing = [n for n in names if not getattr(FLAGS, n)]
     if missing:
@@ -108,23 +130,28 @@ def _conversion_config():
 
 
 def create_data(task: Task, pipeline_args: List[str]) -> None:
+    """Runs the Beam job of `task` with `pipeline_args` (already checked against Beam's options)."""
     from tapas_tf.beam_jobs.create_task_data import REPORT_FILE, run_create_data
 
     _require("input_dir", "output_dir")
+    ensure_writable_dir(FLAGS.output_dir, "--output_dir")
     report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args)
     for name, split in report["splits"].items():
-        logging.info("%s: %d of %d questions converted; dropped %s", name, split["examples_written"],
-                     split["questions_read"], json.dumps(split["dropped"]) or "none")
+        logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s%s",
+                     name, split["examples_written"], split["questions_read"],
+                     sum(split["lines"]["skipped"].values()), split["lines_read"],
+                     json.dumps(split["lines"]["skipped"] | split["skipped"]), json.dumps(split["dropped"]),
+                     "" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)")
     logging.info("Report: %s", os.path.join(FLAGS.output_dir, REPORT_FILE))
 
 
 def train(task: Task, pipeline_args: List[str]) -> None:
     """Trains (or resumes) in --model_dir on --train_file; see tapas_tf.training.trainer.train."""
-    if pipeline_args:
-        raise app.UsageError(f"--mode=train: unknown arguments {' '.join(pipeline_args)}")
+    del pipeline_args  # Always empty: only create_data takes arguments for Beam.
     _require("model_dir")
     if not FLAGS.train_file:
         _require("output_dir")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
     from tapas_tf.training import config as train_config, distribution, trainer as training
 
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
@@ -151,18 +178,20 @@ def train(task: Task, pipeline_args: List[str]) -> None:
     logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
 
 
-def _predict(task: Task, pipeline_args: List[str], evaluate: bool) -> None:
+def _predict(task: Task, evaluate: bool) -> None:
     """Predicts --predict_split with --model_dir; see tapas_tf.inference.sequential.predict_model_dir.
 
     The conversion options come from the flags, with fail_on_dropped_answers off.
     """
-    if pipeline_args:
-        raise app.UsageError(f"--mode={FLAGS.mode}: unknown arguments {' '.join(pipeline_args)}")
-    if evaluate and task != Task.SQA:
-        raise app.UsageError(f"--mode={FLAGS.mode} computes SQA metrics; {task.value} is not supported yet")
+    del task  # BUILT_FOR admits SQA only, whose protocol predict_model_dir follows.
     _require("model_dir")
     if not FLAGS.interactions_file:
         _require("output_dir")
+    # Checked before the model is loaded: predictions are written at the end, into MODEL_DIR.
+    if not os.path.isdir(FLAGS.model_dir):
+        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
+                                "--mode=train or pass the directory of one")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
     from tapas_tf.inference.sequential import predict_model_dir
 
     # The layout create_data writes.
@@ -176,14 +205,15 @@ def _predict(task: Task, pipeline_args: List[str], evaluate: bool) -> None:
 
 def predict(task: Task, pipeline_args: List[str]) -> None:
     """Writes MODEL_DIR/predictions/{split}.tsv."""
-    _predict(task, pipeline_args, evaluate=False)
+    _predict(task, evaluate=False)
 
 
 def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
     """Also writes MODEL_DIR/predictions/{split}_metrics.json and TensorBoard scalars in MODEL_DIR/eval_{split}."""
-    _predict(task, pipeline_args, evaluate=True)
+    _predict(task, evaluate=True)
 
 
+# Every mode takes the task and the arguments left for Beam (empty but for create_data).
 MODES: Dict[str, Callable[[Task, List[str]], None]] = {
     "create_data": create_data,
     "train": train,
@@ -191,18 +221,162 @@ MODES: Dict[str, Callable[[Task, List[str]], None]] = {
     "predict_and_evaluate": predict_and_evaluate,
 }
 
+# The tasks each mode is built for. Any other pair is refused in one line before work starts, so
+# that no run exits 0 having done nothing. Extend it as tasks are built.
+BUILT_FOR: Dict[str, FrozenSet[Task]] = {
+    "create_data": frozenset({Task.SQA}),
+    "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # From TFRecords made by any tool.
+    "predict": frozenset({Task.SQA}),
+    "predict_and_evaluate": frozenset({Task.SQA}),
+}
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def _check_built(task: Task, mode: str) -> None:
+    """Raises UsageError for a task and mode that are offered as flags but not built yet."""
+    if task not in BUILT_FOR[mode]:
+        built = ", ".join(sorted(t.value for t in BUILT_FOR[mode])) or "no task"
+        raise app.UsageError(f"--task={task.value} --mode={mode} is not built yet; --mode={mode} is built "
+                             f"for {built}")
+
+
+def _our_flags() -> List[str]:
+    """The flags of this CLI and of absl ("--max_seq_length", "--verbosity", ...)."""
+    return [f"--{name}" for name in FLAGS]
+
+
+def _check_extra_args(mode: str, extra_args: List[str]) -> None:
+    """Raises UsageError for arguments that neither our flags nor (for create_data) Beam know.
+
+    absl parses with known_only=True, so a mistyped flag of ours lands here too; the error then
+    names the nearest known flag.
+    """
+    if not extra_args:
+        return
+    # Imported only now: it imports Beam, which the other modes need not load.
+    from tapas_tf.pipelines import beam_options
+
+    if mode == "create_data":
+        try:
+            beam_options.check_pipeline_args(extra_args, other_flags=_our_flags())
+        except beam_options.PipelineArgsError as e:
+            raise app.UsageError(str(e)) from e
+        return
+    argument = extra_args[0]
+    flag = argument.split("=", 1)[0]
+    if flag in beam_options.known_beam_flags():
+        raise app.UsageError(f"{flag} is a Beam pipeline option; only --mode=create_data runs a pipeline")
+    suggestion = beam_options.nearest_flag(argument, _our_flags())
+    raise app.UsageError(str(beam_options.UnknownPipelineArgError(argument, suggestion)))  # Same wording.
+
+
+def _run_mode(argv: List[str]) -> None:
+    """Checks the command line, then runs the mode."""
+    if FLAGS.task is None or FLAGS.mode is None:
+        raise app.UsageError("--task and --mode are required (run_task.py --help lists the flags)")
+    task, mode = Task(FLAGS.task), FLAGS.mode
+    _check_built(task, mode)
+    _check_extra_args(mode, argv[1:])
+    MODES[mode](task, argv[1:])
+
+
+def _debug_requested() -> bool:
+    """--verbosity=debug (or >= 1) or TAPAS_TF_DEBUG=1: show tracebacks."""
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        return True
+    return FLAGS.is_parsed() and FLAGS.verbosity >= absl_levels.ABSL_DEBUG
+
+
+def _user_error_types() -> Tuple[type, ...]:
+    """Errors that mean a wrong input or environment, not a bug: reported in one line.
+
+    TensorFlow's OpError only once TensorFlow is loaded (the CLI loads it lazily).
+    """
+    types: Tuple[type, ...] = (ValueError, OSError, FloatingPointError)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        types += (tf.errors.OpError,)
+    return types
+
+
+def _one_line(error: BaseException) -> str:
+    """The message of `error` on one line; TensorFlow's without its op and function names."""
+    message = getattr(error, "message", None)  # TensorFlow's OpError: str() would add the op's name.
+    if not isinstance(message, str):
+        message = str(error)
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.DOTALL)
+    return " ".join(message.split()) or type(error).__name__
+
+
+def _fail(message: str, exit_code: int, hint: Optional[str] = None) -> NoReturn:
+    """Prints `run_task.py: error: MESSAGE` (and an indented hint line) and exits."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    if hint:
+        print(f"  {hint}", file=sys.stderr)
+    sys.exit(exit_code)
+
 
 def main(argv: List[str]) -> None:
-    if FLAGS.task is None or FLAGS.mode is None:
-        raise app.UsageError("--task and --mode are required")
-    if FLAGS.mode not in MODES:
-        raise app.UsageError(f"--mode={FLAGS.mode} is not available yet")
-    MODES[FLAGS.mode](Task(FLAGS.task), argv[1:])
+    """Runs the mode; wrong input or environment ends in one line and a non-zero exit."""
+    try:
+        _run_mode(argv)
+    except app.UsageError as e:
+        if _debug_requested():
+            traceback.print_exc()
+        _fail(_one_line(e), USAGE_EXIT_CODE)
+    except Exception as e:  # noqa: BLE001  Bugs are re-raised below, with their traceback.
+        if not isinstance(e, _user_error_types()):
+            raise
+        debug = _debug_requested()
+        if debug:
+            traceback.print_exc()
+        _fail(_one_line(e), ERROR_EXIT_CODE, hint=None if debug else DEBUG_HINT)
+
+
+def _verbosity_names_as_numbers(argv: List[str]) -> List[str]:
+    """`--verbosity=debug` -> `--verbosity=1`: absl's flag takes only numbers; its names help."""
+    levels = absl_levels.ABSL_NAMES  # {"DEBUG": 1, "INFO": 0, "WARNING": -1, ...}
+    result = []
+    for arg in argv:
+        name, equals, value = arg.partition("=")
+        if equals and name in VERBOSITY_FLAGS and value.upper() in levels:
+            arg = f"{name}={levels[value.upper()]}"
+        elif not equals and result and result[-1] in VERBOSITY_FLAGS and arg.upper() in levels:
+            arg = str(levels[arg.upper()])  # The value of "--verbosity debug".
+        result.append(arg)
+    return result
+
+
+def _flag_error_message(error: flags.Error) -> str:
+    """absl's message without its "flag " prefix, plus the nearest value of an enum flag.
+
+    absl words a bad value as "flag --mode=trian: value should be one of <...>".
+    """
+    message = _one_line(error)
+    match = re.match(r"flag --(\w+)=(.*?): ", message)
+    if not match:
+        return message
+    message = message[len("flag "):]
+    name, value = match.groups()
+    choices = getattr(FLAGS[name].parser, "enum_values", None) if name in FLAGS else None
+    nearest = difflib.get_close_matches(value, choices or [], n=1, cutoff=0.5)
+    if nearest:
+        message += f"; did you mean --{name}={nearest[0]}?"
+    return message
 
 
 def _parse_flags(argv: List[str]) -> List[str]:
-    """Parses our flags and returns the rest (for Beam) after the program name."""
-    return FLAGS(argv, known_only=True)
+    """Parses our flags and returns the rest after the program name (for Beam, if it knows them).
+
+    A bad value (--mode=trian, --max_seq_length=abc) exits with one line, not absl's traceback.
+    """
+    try:
+        return FLAGS(_verbosity_names_as_numbers(argv), known_only=True)
+    except flags.Error as e:
+        _fail(_flag_error_message(e), USAGE_EXIT_CODE)
 
 
 def run() -> None:

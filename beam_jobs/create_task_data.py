@@ -22,7 +22,7 @@ from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers import sqa
 from tapas_tf.features.conversion_config import ConversionConfig
-from tapas_tf.pipelines import classifier_data, reports, runners, task_files
+from tapas_tf.pipelines import beam_options, classifier_data, reports, runners, task_files
 from tapas_tf.tasks import Split, Task
 
 REPORT_FILE = reports.REPORT_FILE
@@ -101,6 +101,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--strip_column_names", action="store_true")
     parser.add_argument("--drop_rows_to_fit", action="store_true")
     args, pipeline_args = parser.parse_known_args(argv)
+    try:
+        beam_options.check_pipeline_args(pipeline_args, parser._option_string_actions)
+    except beam_options.PipelineArgsError as e:
+        parser.error(str(e))  # One line and exit 2, as for our own flags.
     from tapas_tf.features.vocab import resolve_vocab_file
 
     config = ConversionConfig(

@@ -10,11 +10,43 @@ training flags again. Any checkpoint whose object graph has a `model` entry
 holding a TapasForQuestionAnswering can be restored by `load_model`.
 """
 
+import contextlib
 import os
-from typing import Optional
+from typing import Iterator, Optional
 
 CONFIG_FILE = "tapas_config.json"
 CHECKPOINT_DIR = "checkpoints"
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint's files cannot be read: cut short, damaged, or one of them missing."""
+
+
+@contextlib.contextmanager
+def reading_checkpoint(prefix: str, what_to_do: str = "restore its files or use another checkpoint"
+                       ) -> Iterator[None]:
+    """Turns the errors of reading a damaged checkpoint into a CorruptCheckpointError naming it.
+
+        with reading_checkpoint(prefix):
+            tf.train.Checkpoint(model=model).restore(prefix)
+
+    TensorFlow never names the file: a `.data-*` file cut short raises a bare IndexError ("Read
+    less bytes than requested"), a damaged `.index` an OpError ("not an sstable"), a checksum
+    mismatch a DataLossError and a missing file a NotFoundError.
+
+    Args:
+      prefix: the checkpoint prefix being read, e.g. MODEL_DIR/checkpoints/ckpt-100.
+      what_to_do: the end of the message, saying how to get past it.
+    """
+    import tensorflow as tf
+
+    try:
+        yield
+    except (IndexError, tf.errors.OpError) as e:
+        reason = e.message if isinstance(e, tf.errors.OpError) else str(e)
+        raise CorruptCheckpointError(
+            f"checkpoint {prefix} is truncated or corrupt ({reason.strip().splitlines()[0]}); "
+            f"{what_to_do}") from e
 
 
 def config_path(model_dir: str) -> str:
@@ -59,6 +91,10 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
     Returns:
       The model; call it as `model(features, training=False)` with a dict of
       `[batch, seq_len]` tensors named as the tf.Example features.
+
+    Raises:
+      FileNotFoundError: no config, or no checkpoint.
+      CorruptCheckpointError (a ValueError): the checkpoint's files are truncated or damaged.
     """
     import tensorflow as tf
 
@@ -70,6 +106,7 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
     checkpoint = checkpoint or latest_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"{model_dir}: no checkpoint under {CHECKPOINT_DIR}/")
-    status = tf.train.Checkpoint(model=model).restore(checkpoint)
+    with reading_checkpoint(checkpoint, "restore its files or pass another --checkpoint"):
+        status = tf.train.Checkpoint(model=model).restore(checkpoint)
     status.expect_partial().assert_existing_objects_matched()
     return model

@@ -13,6 +13,7 @@ or line number.
 
 import gzip
 import os
+import re
 from typing import Iterable, Iterator
 
 from google.protobuf import text_format
@@ -71,11 +72,31 @@ def _tfrecord_compression(path: str) -> str:
     return "GZIP" if path.endswith(".gz") else ""
 
 
+def _data_loss_reason(message: str) -> str:
+    """The useful part of TensorFlow's DataLossError message, e.g. "truncated record at 464".
+
+    TensorFlow wraps it in the name of the op's function and device, and never names the file.
+    """
+    match = re.search(r"(truncated|corrupted) record at \d+", message)
+    return match.group(0) if match else message.strip().splitlines()[0]
+
+
 def _read_tfrecord(path: str) -> Iterator[Interaction]:
     import tensorflow as tf  # Imported lazily: text files need no TensorFlow.
 
     dataset = tf.data.TFRecordDataset(path, compression_type=_tfrecord_compression(path))
-    for record_number, record in enumerate(dataset.as_numpy_iterator(), start=1):
+    records = dataset.as_numpy_iterator()
+    record_number = 0
+    while True:
+        record_number += 1
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except tf.errors.DataLossError as e:  # A file cut short (an interrupted copy) or damaged.
+            raise InteractionFormatError(
+                f"{path}: record {record_number} is truncated or corrupt ({_data_loss_reason(e.message)}); "
+                "recreate or copy the file again") from e
         try:
             yield Interaction.FromString(record)
         except DecodeError as e:

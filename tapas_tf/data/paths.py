@@ -75,8 +75,8 @@ def ensure_writable_dir(path: str, flag: str) -> str:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
-        where = e.filename or path
-        raise UnwritableDirError(
-            f"{flag}={path}: cannot create {where} ({e.strerror}); choose a directory you can write to") from e
+        where = e.filename or path  # The level that failed, e.g. /proc/new of /proc/new/out.
+        raise UnwritableDirError(f"{flag}={path}: cannot create {where} ({e.strerror}); "
+                                 "choose a directory you can write to") from e
     _check_can_write(path, flag)
     return path

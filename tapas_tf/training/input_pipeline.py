@@ -13,6 +13,7 @@ them, and `question_id_ints` carries the question id.
 """
 
 import os
+import re
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -39,6 +40,22 @@ def input_files(file_pattern: str) -> List[str]:
     return files
 
 
+class DamagedDataError(ValueError):
+    """A TFRecord file cannot be read to its end: cut short (an interrupted copy) or damaged."""
+
+
+_RECREATE = "recreate it with --mode=create_data or copy it again"
+
+
+def _data_loss_reason(error: tf.errors.DataLossError) -> str:
+    """The useful part of a DataLossError, e.g. "truncated record at 464".
+
+    TensorFlow wraps it in the name of the op's function and device, and never names the file.
+    """
+    match = re.search(r"(truncated|corrupted) record at \d+", error.message)
+    return match.group(0) if match else error.message.strip().splitlines()[0]
+
+
 # Files whose first record `check_examples` reads; enough to catch data of another length
 # without reading a thousand shards from cloud storage.
 _FILES_CHECKED = 10
@@ -56,19 +73,46 @@ def check_examples(file_pattern: str, max_seq_length: int) -> List[str]:
 
     Raises:
       FileNotFoundError: nothing matches `file_pattern`.
-      ValueError: a file is empty, is not a TFRecord of tf.Examples, lacks a classifier feature, or
-        has examples of another sequence length (the message names the file and both lengths).
+      ValueError: a file is empty, is not a TFRecord of tf.Examples (DamagedDataError), lacks a
+        classifier feature, or has examples of another sequence length (the message names the file
+        and both lengths). A file damaged after its first record passes; reading it later fails,
+        and `damaged_file_error` names it.
     """
     files = input_files(file_pattern)
     for path in files[:_FILES_CHECKED]:
         try:
             record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
         except tf.errors.DataLossError as e:
-            raise ValueError(f"{path} is not a TFRecord file: {e.message}") from e
+            raise DamagedDataError(
+                f"{path} is not a TFRecord file, or is truncated or corrupt ({_data_loss_reason(e)}); "
+                f"{_RECREATE}") from e
         if record is None:
             raise ValueError(f"{path} holds no examples.")
         _check_record(path, record.numpy(), max_seq_length)
     return files
+
+
+def damaged_file_error(file_pattern: str, error: tf.errors.DataLossError) -> DamagedDataError:
+    """The error to raise for a DataLossError met while reading `file_pattern`: names the bad file.
+
+    TensorFlow's error does not say which file of an interleaved dataset failed, so every matching
+    file is read again (in the graph, without parsing) until one fails. This costs one pass over
+    the data, and only runs after reading has already failed.
+
+    Args:
+      file_pattern: the path or glob that was being read.
+      error: what reading raised.
+
+    Returns:
+      A DamagedDataError naming the damaged file, or the pattern when every file reads cleanly
+      now (the damage was elsewhere, or a remote read failed once).
+    """
+    for path in input_files(file_pattern):
+        try:
+            tf.data.TFRecordDataset(path).reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
+        except tf.errors.DataLossError as e:
+            return DamagedDataError(f"{path} is truncated or corrupt ({_data_loss_reason(e)}); {_RECREATE}")
+    return DamagedDataError(f"reading {file_pattern} failed ({_data_loss_reason(error)})")
 
 
 def _check_record(path: str, record: bytes, max_seq_length: int) -> None:

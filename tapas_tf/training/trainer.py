@@ -131,12 +131,14 @@ def initialize_from(model: TapasForQuestionAnswering, init_checkpoint: str) -> D
 
     Raises:
       FileNotFoundError: see `resolve_checkpoint`.
-      ValueError: no encoder part is in the checkpoint, or a shape differs from the model's.
+      ValueError: no encoder part is in the checkpoint, a shape differs from the model's, or the
+        checkpoint is truncated or corrupt (CorruptCheckpointError).
     """
     prefix = resolve_checkpoint(init_checkpoint)
     if not model.built:
         model(dummy_features(), training=False)
-    stored = {name for name, _ in tf.train.list_variables(prefix)}
+    with model_dir_lib.reading_checkpoint(prefix, "check --init_checkpoint"):
+        stored = {name for name, _ in tf.train.list_variables(prefix)}
     parts = {"embeddings": "embeddings"}
     parts.update({f"layer_{i}": f"transformer_layers/{i}" for i in range(len(model.encoder.transformer_layers))})
     if model.encoder.pooler is not None:
@@ -145,10 +147,12 @@ def initialize_from(model: TapasForQuestionAnswering, init_checkpoint: str) -> D
                 for part, path in parts.items()}
     if not any(restored.values()):
         raise ValueError(f"{prefix} holds no TAPAS encoder weights (no model/encoder/ variables).")
-    try:
-        tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=model.encoder)).restore(prefix).expect_partial()
-    except ValueError as e:
-        raise ValueError(f"The encoder in {prefix} does not fit the model config: {e}") from e
+    encoder_only = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=model.encoder))
+    with model_dir_lib.reading_checkpoint(prefix, "check --init_checkpoint"):
+        try:
+            encoder_only.restore(prefix).expect_partial()
+        except ValueError as e:
+            raise ValueError(f"The encoder in {prefix} does not fit the model config: {e}") from e
     logging.info("Initialised from %s: restored %s; not in the checkpoint: %s", prefix,
                  ", ".join(p for p, ok in restored.items() if ok) or "nothing",
                  ", ".join(p for p, ok in restored.items() if not ok) or "nothing")
@@ -197,8 +201,10 @@ def train(
       TrainResult with the step reached and the trained model.
 
     Raises:
-      ValueError: bad data (see `input_pipeline.check_examples`), a batch that does not split
-        evenly over replicas and micro-batches, or a model config that differs from model_dir's.
+      ValueError: bad data (see `input_pipeline.check_examples`; a train file found truncated
+        during training raises DamagedDataError naming it), a batch that does not split evenly over
+        replicas and micro-batches, a model config that differs from model_dir's, or a truncated
+        or corrupt checkpoint (CorruptCheckpointError).
     """
     strategy = strategy or tf.distribute.get_strategy()
     replica_batch = _replica_batch_size(train_config, strategy.num_replicas_in_sync)
@@ -234,7 +240,10 @@ def train(
     loop = TrainProgress(train_config, start, chief, os.path.join(model_dir, TRAIN_DIR))
     try:
         while loop.step < train_config.train_steps:
-            values = {name: float(value) for name, value in train_step(iterator).items()}
+            try:
+                values = {name: float(value) for name, value in train_step(iterator).items()}
+            except tf.errors.DataLossError as e:  # A train file cut short or damaged after its first record.
+                raise input_pipeline.damaged_file_error(train_config.train_file, e) from e
             if not math.isfinite(values["total_loss"]):
                 # Stop before a checkpoint saves weights the update may have made non-finite.
                 raise FloatingPointError(
@@ -268,7 +277,10 @@ def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: TapasForQuest
     initialises the encoder from config.init_checkpoint if given."""
     latest = model_dir_lib.latest_checkpoint(model_dir)
     if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
+        with model_dir_lib.reading_checkpoint(
+                latest, f"delete its files to resume from an older checkpoint in {os.path.dirname(latest)}, "
+                "or train in a new --model_dir"):
+            checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s at step %d.", latest, int(checkpoint.step.numpy()))
     elif config.init_checkpoint:
         initialize_from(model, config.init_checkpoint)

@@ -168,6 +168,27 @@ def test_empty_and_foreign_files_are_rejected(tmp_path):
         input_pipeline.check_examples(str(text), SEQ)
 
 
+def test_damaged_file_is_named(fixture, tmp_path):
+    path, _ = fixture
+    data = open(path, "rb").read()
+    # Cut short after its first record: the early check passes, and reading it later fails.
+    truncated = tmp_path / "train-00001.tfrecord"
+    truncated.write_bytes(data[:-20])
+    (tmp_path / "train-00000.tfrecord").write_bytes(data)
+    pattern = str(tmp_path / "train-*.tfrecord")
+    assert len(input_pipeline.check_examples(pattern, SEQ)) == 2
+    with pytest.raises(tf.errors.DataLossError) as raised:
+        list(input_pipeline.make_dataset(pattern, SEQ, batch_size=4, training=False))
+    error = input_pipeline.damaged_file_error(pattern, raised.value)
+    assert isinstance(error, input_pipeline.DamagedDataError)
+    assert str(error).startswith(f"{truncated} is truncated or corrupt (truncated record at ")
+    # Cut inside its first record: the early check names it.
+    (tmp_path / "train-00000.tfrecord").write_bytes(data[:30])
+    with pytest.raises(input_pipeline.DamagedDataError, match=r"train-00000.tfrecord is not a TFRecord file, "
+                       r"or is truncated or corrupt \(truncated record at 0\)"):
+        input_pipeline.check_examples(pattern, SEQ)
+
+
 def test_batch_size_must_be_positive(fixture):
     path, _ = fixture
     with pytest.raises(ValueError, match="batch_size must be >= 1"):

@@ -10,6 +10,8 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import json  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import textwrap  # noqa: E402
@@ -303,6 +305,40 @@ def test_initialize_from_rejects_foreign_and_misfitting_checkpoints(fitted, tmp_
         training.initialize_from(model, other)
     with pytest.raises(FileNotFoundError, match="nowhere"):
         training.initialize_from(model, str(tmp_path / "nowhere"))
+
+
+def _truncate(path: str, cut_bytes: int = 100) -> None:
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:-cut_bytes])
+
+
+@pytest.mark.parametrize("suffix", [".data-00000-of-00001", ".index"])
+def test_truncated_checkpoints_are_named(fitted, tmp_path, suffix):
+    _, _, model_dir, model_config = fitted
+    copy = shutil.copytree(model_dir, tmp_path / "model")
+    latest = model_dir_lib.latest_checkpoint(str(copy))
+    _truncate(latest + suffix)
+    named = f"checkpoint {re.escape(latest)} is truncated or corrupt "
+    with pytest.raises(model_dir_lib.CorruptCheckpointError, match=named + ".*; check --init_checkpoint"):
+        training.initialize_from(TapasForQuestionAnswering(model_config), latest)
+    # Resuming: the newest checkpoint of the model directory.
+    with open(os.path.join(model_dir, training.TRAIN_DIR, training.TRAIN_CONFIG_FILE)) as f:
+        _, train_config = tiny_configs(json.load(f)["train_file"], train_steps=70)
+    with pytest.raises(model_dir_lib.CorruptCheckpointError, match=named + ".*; delete its files"):
+        training.train(model_config, train_config, str(copy))
+    with pytest.raises(model_dir_lib.CorruptCheckpointError, match=named):
+        model_dir_lib.load_model(str(copy))
+
+
+def test_train_file_truncated_after_its_first_record_is_named(data, tmp_path):
+    truncated = str(tmp_path / "train.tfrecord")
+    shutil.copy(data, truncated)
+    _truncate(truncated, cut_bytes=20)
+    model_config, train_config = tiny_configs(truncated, train_steps=2)
+    named = f"^{re.escape(truncated)} is truncated or corrupt"
+    with pytest.raises(input_pipeline.DamagedDataError, match=named):
+        training.train(model_config, train_config, str(tmp_path / "model"))
 
 
 # --- (d) the CLI on the sample data ---
