@@ -37,7 +37,7 @@ ALLOWED = {
 }
 SUBPACKAGES = {"data", "features", "models", "checkpoints", "pipelines", "training", "inference", "beam_jobs"}
 # Root modules beside __init__: the shared task presets and thin command lines.
-ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data"}
+ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data", "ask"}
 CLI_MAX_LINES = 60
 
 

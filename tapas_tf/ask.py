@@ -1,0 +1,54 @@
+"""Command line: ask a table a question (`tapas_tf.inference.table_qa`).
+
+    python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv "which city is the largest?"
+    python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
+    python -m tapas_tf.ask ... --html=answer.html "..."                  # also a self-contained page
+
+Prints the answer (with the executed value of SUM, AVERAGE or COUNT) and the table with the
+selected cells as *text*. In a conversation each question sees the previous answer; `:new`
+starts over, `:quit` or the end of input stops.
+"""
+
+import os
+import sys
+from typing import List
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported).")
+flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
+flags.DEFINE_string("html", None, "Also write the answers and the table as a self-contained HTML page.")
+flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
+                  "related to the question (else refuse it).")
+flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
+flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with answers are always shown).")
+flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
+flags.DEFINE_bool("json", False, "Print each answer as one JSON line instead of the marked table.")
+
+
+def main(argv: List[str]) -> None:
+    if not FLAGS.model_dir or not FLAGS.table:
+        print("ask: error: --model_dir and --table are required", file=sys.stderr)
+        sys.exit(2)
+    from tapas_tf.inference.console import Console
+    from tapas_tf.inference.table_qa import AskError, TableQA
+
+    console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
+    try:
+        qa = TableQA.from_model_dir(FLAGS.model_dir, vocab_file=FLAGS.vocab_file, prune=FLAGS.prune,
+                                    threshold=FLAGS.threshold)
+        chat = qa.conversation(FLAGS.table)
+        question = " ".join(argv[1:]).strip()
+        if question:
+            chat.ask(question)
+            console.show(chat.table.table, chat.history)
+        else:
+            console.converse(chat, sys.stdin, prompt=sys.stdin.isatty())
+    except (AskError, FileNotFoundError, ValueError) as e:
+        print(f"ask: error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    app.run(main)

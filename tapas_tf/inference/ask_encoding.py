@@ -1,0 +1,251 @@
+"""A question about a table -> model features sized to the table (the ask path's encoder).
+
+    encoder = TableEncoder.for_model(model_config, vocab_file)
+    prepared = encoder.prepare(frame)                    # once per table: text, numbers, dates
+    encoded = encoder.encode(prepared, "which city is the largest?")
+    encoded.features["input_ids"]                        # <int32>[bucket], e.g. [128]
+
+The table is converted once (`prepare`; the converter also caches its tokens), and each question
+costs only its own tokens. The sequence is cut to the smallest bucket (32, 64, 128, 256, 384, 512)
+that holds it, not padded to 512, so that a small table runs at a short, compiled length.
+
+Limits are never silent. A table bigger than the model holds (more than 255 body rows or 255
+columns, or more cells than fit in the sequence) is pruned to the rows and columns most related
+to the question (`pruning`) when `prune` is on, and refused with an `AskError` saying what to do
+when it is off; either way the encoded question's `diagnostics` say what was cut, trimmed or
+clamped. Serving clients use this encoder too, with `decoding` and `ask_results`.
+"""
+
+import dataclasses
+import logging
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tapas_tf.data import number_annotation
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.classifier_examples import (
+    STAT_CELLS_TRIMMED,
+    STAT_RANKS_CLAMPED,
+    ExampleConverter,
+)
+from tapas_tf.features.conversion_config import ConversionConfig, ConversionError, Reason
+from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES
+from tapas_tf.features.table_encoding import table_fingerprint
+from tapas_tf.features.tokenization import TapasTokenizer
+from tapas_tf.inference import pruning
+from tapas_tf.inference.tables import AskError, TableLike, read_table, table_from_frame
+
+BUCKETS = (32, 64, 128, 256, 384, 512)
+MODEL_INPUT_FEATURES = ("input_ids", "input_mask") + TOKEN_TYPE_FEATURES
+Coordinates = Sequence[Tuple[int, int]]
+# Conversion failures that fewer rows can cure.
+_TOO_BIG = (Reason.SEQUENCE_TOO_LONG, Reason.TOO_MANY_ROWS)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedTable:
+    """A user's table, converted to text and annotated with numbers and dates, once."""
+
+    table: interaction_pb2.Table
+    column_names: Tuple[str, ...]
+    diagnostics: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedQuestion:
+    """One question, ready for the model.
+
+    Attributes:
+      question: the question as asked.
+      features: MODEL_INPUT_FEATURES, each <int32>[length], length a bucket.
+      real_length: tokens before padding to the bucket.
+      pruned: the table the model saw (possibly cut), with the way back to the user's cells.
+      stats: limits applied by conversion (`classifier_examples.STAT_*`).
+      diagnostics: what a user should know about this answer's input, one sentence each.
+    """
+
+    question: str
+    features: Dict[str, np.ndarray]
+    real_length: int
+    pruned: pruning.PrunedTable
+    stats: Dict[str, int]
+    diagnostics: Tuple[str, ...]
+
+
+def bucket_length(length: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket that holds `length` tokens."""
+    for bucket in buckets:
+        if length <= bucket:
+            return bucket
+    raise ValueError(f"{length} tokens do not fit the largest bucket {buckets[-1]}")
+
+
+class TableEncoder:
+    """Converts (table, question, previous answer) to model features; see the module docstring.
+
+    Args:
+      config: conversion options; `max_row_id` and `max_column_id` are the model's limits.
+      trained_rows: the most body rows the model's heads were configured for (for a diagnostic).
+      tokenizer: default, the tokenizer of `config.vocab_file`.
+      prune: cut tables that do not fit (True) or refuse them (False).
+      buckets: sequence lengths to pad to; those above `config.max_seq_length` are ignored.
+    """
+
+    def __init__(self, config: ConversionConfig, trained_rows: int = 63, tokenizer=None, prune: bool = True,
+                 buckets: Sequence[int] = BUCKETS):
+        self.config = config
+        self.trained_rows = trained_rows
+        self.prune = prune
+        self.converter = ExampleConverter(config, tokenizer or TapasTokenizer(config.vocab_file))
+        self.buckets = tuple(b for b in buckets if b < config.max_seq_length) + (config.max_seq_length,)
+        self._prepared: "Dict[bytes, PreparedTable]" = {}
+
+    @classmethod
+    def for_model(cls, model_config, vocab_file: str, prune: bool = True,
+                  max_seq_length: Optional[int] = None, **options) -> "TableEncoder":
+        """The encoder that matches a model: its embedding sizes set the table limits."""
+        length = min(max_seq_length or 512, model_config.max_position_embeddings)
+        config = ConversionConfig(
+            vocab_file=vocab_file, max_seq_length=length,
+            max_column_id=model_config.type_vocab_sizes[1], max_row_id=model_config.type_vocab_sizes[2],
+            fail_on_dropped_answers=False)
+        return cls(config, trained_rows=model_config.max_num_rows - 1, prune=prune, **options)
+
+    @property
+    def tokenizer(self):
+        return self.converter.tokenizer
+
+    # --- tables ---------------------------------------------------------------------------------
+
+    def prepare(self, table: TableLike, table_id: str = "table") -> PreparedTable:
+        """Reads and annotates a table (cached by content, so asking again costs nothing)."""
+        proto = table_from_frame(read_table(table), table_id)
+        key = table_fingerprint(proto)
+        if key in self._prepared:
+            return self._prepared[key]
+        number_annotation.add_numeric_table_values(proto)
+        names = tuple(column.text for column in proto.columns)
+        prepared = PreparedTable(proto, names, _table_diagnostics(names))
+        if len(self._prepared) >= 16:
+            self._prepared.pop(next(iter(self._prepared)))
+        self._prepared[key] = prepared
+        return prepared
+
+    # --- questions ------------------------------------------------------------------------------
+
+    def encode(self, prepared: PreparedTable, question: str,
+               previous_answer: Optional[Coordinates] = None) -> EncodedQuestion:
+        """Features of one question; `previous_answer` cells (user's coordinates) feed prev_label_ids.
+
+        Raises:
+          AskError: an empty or too long question, or a table that does not fit with `prune` off.
+        """
+        if not isinstance(question, str) or not question.strip():
+            raise AskError("the question is empty")
+        interaction = interaction_pb2.Interaction(id="ask")
+        proto_question = interaction.questions.add(id="ask_0", original_text=question.strip())
+        number_annotation.add_numeric_values_to_question(proto_question)
+        previous = [tuple(int(x) for x in c) for c in (previous_answer or ())]
+        pruned, example = self._fit(prepared.table, interaction, previous)
+        features = example.features
+        real_length = int(np.sum(features["input_mask"]))
+        length = bucket_length(real_length, self.buckets)
+        trimmed = {name: np.asarray(features[name][:length], np.int32) for name in MODEL_INPUT_FEATURES}
+        diagnostics = prepared.diagnostics + self._diagnostics(pruned, example.stats, proto_question)
+        return EncodedQuestion(question.strip(), trimmed, real_length, pruned, example.stats, diagnostics)
+
+    def _fit(self, table: interaction_pb2.Table, interaction: interaction_pb2.Interaction,
+             previous: Coordinates):
+        """(the table the model sees, its converted example), pruning as needed and allowed."""
+        question = interaction.questions[0].original_text
+        rows, columns = len(table.rows), len(table.columns)
+        max_rows, max_columns = self.config.max_row_id - 1, self.config.max_column_id - 1
+        if (rows > max_rows or columns > max_columns) and not self.prune:
+            raise AskError(f"the table has {rows} rows and {columns} columns; the model holds at most "
+                           f"{max_rows} rows and {max_columns} columns; ask with pruning on (prune=True, "
+                           "--prune) or pass a smaller table")
+        kept_columns = pruning.choose_columns(table, question, max_columns)
+        ranked = pruning.rank_rows(table, question, kept_columns)
+        keep = min(rows, max_rows)
+        attempt = self._try(table, interaction, ranked[:keep], kept_columns, previous)
+        if not isinstance(attempt, ConversionError):
+            return attempt
+        if attempt.reason not in _TOO_BIG or not self.prune:
+            raise _ask_error(attempt, self.prune)
+        return self._largest_fit(table, interaction, ranked[:keep], kept_columns, previous, attempt)
+
+    def _largest_fit(self, table, interaction, ranked: np.ndarray, columns, previous: Coordinates,
+                     error: ConversionError):
+        """Binary search for the most related rows that fit (keep=0 never fits: a table needs a row)."""
+        fits, best = 0, None
+        low, high = 1, len(ranked) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            attempt = self._try(table, interaction, ranked[:middle], columns, previous)
+            if isinstance(attempt, ConversionError):
+                if attempt.reason not in _TOO_BIG:
+                    raise _ask_error(attempt, self.prune)
+                high = middle - 1
+            else:
+                fits, best = middle, attempt
+                low = middle + 1
+        if best is None:
+            raise AskError(f"not even one row of this {len(table.columns)}-column table fits in "
+                           f"{self.config.max_seq_length} tokens with the question ({error.detail}); "
+                           "pass fewer columns")
+        logging.info("Pruned the table to %d of %d rows to fit %d tokens", fits, len(table.rows),
+                     self.config.max_seq_length)
+        return best
+
+    def _try(self, table, interaction, rows: Sequence[int], columns: Sequence[int], previous: Coordinates):
+        pruned = pruning.subset(table, sorted(int(r) for r in rows), columns)
+        interaction.table.CopyFrom(pruned.table)
+        try:
+            previous_cells = pruned.from_original(previous)
+            return pruned, self.converter.convert(interaction, 0, prev_answer_coordinates=previous_cells)
+        except ConversionError as e:
+            if e.reason == Reason.QUESTION_TOO_LONG:
+                raise _ask_error(e, self.prune) from None
+            return e
+
+    def _diagnostics(self, pruned: pruning.PrunedTable, stats: Dict[str, int],
+                     question: interaction_pb2.Question) -> Tuple[str, ...]:
+        notes = []
+        if pruned.is_pruned:
+            notes.append(f"The table was pruned to the {len(pruned.rows)} of {pruned.original_rows} rows and "
+                         f"{len(pruned.columns)} of {pruned.original_columns} columns most related to the "
+                         "question; an aggregation sees only the kept rows.")
+        if stats.get(STAT_CELLS_TRIMMED):
+            notes.append(f"{stats[STAT_CELLS_TRIMMED]} cells were cut to fewer word pieces to fit "
+                         f"{self.config.max_seq_length} tokens.")
+        if stats.get(STAT_RANKS_CLAMPED):
+            notes.append(f"{stats[STAT_RANKS_CLAMPED]} cells rank above {self.config.max_rank} in their "
+                         f"column and share rank {self.config.max_rank}.")
+        if len(pruned.rows) > self.trained_rows:
+            notes.append(f"The model saw {len(pruned.rows)} rows; its heads were trained for at most "
+                         f"{self.trained_rows}, so the rows beyond use row embeddings it may not have "
+                         "learned.")
+        pieces = self.tokenizer.tokenize(question.text)
+        unknown = sum(1 for p in pieces if p == "[UNK]")
+        if pieces and unknown * 2 > len(pieces):
+            notes.append(f"{unknown} of the question's {len(pieces)} word pieces are unknown to the "
+                         "vocabulary.")
+        return tuple(notes)
+
+
+def _table_diagnostics(names: Tuple[str, ...]) -> Tuple[str, ...]:
+    duplicates = sorted({n for n in names if names.count(n) > 1 and n})
+    notes = []
+    if duplicates:
+        notes.append(f"Columns share the names {duplicates}; the model tells them apart by position only.")
+    if any(not n.strip() for n in names):
+        notes.append("Some columns have no name; the model sees them as [EMPTY].")
+    return tuple(notes)
+
+
+def _ask_error(error: ConversionError, prune: bool) -> AskError:
+    if error.reason == Reason.QUESTION_TOO_LONG:
+        return AskError(f"the question is too long: {error.detail}; shorten it")
+    hint = "" if prune else "; ask with pruning on (prune=True, --prune) to keep the most related rows"
+    return AskError(f"the table does not fit the model: {error.detail}{hint}")

@@ -1,0 +1,160 @@
+"""The answer to a question about a table: cells, operator, executed value, and what was cut.
+
+`decode_answer` turns the model's outputs for one `EncodedQuestion` into an `AskResult`, with the
+same decoding (`decoding.decode_prediction`) and the same executor of SUM, AVERAGE and COUNT
+(`execution`) as prediction and the metrics. Coordinates in a result are the user's: 0-based
+(row, column) of the original table body, even when the model saw a pruned table.
+"""
+
+import dataclasses
+import math
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from tapas_tf.inference import execution
+from tapas_tf.inference.ask_encoding import EncodedQuestion
+from tapas_tf.inference.decoding import AGGREGATION_NAMES, decode_prediction
+
+Coordinate = Tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectedCell:
+    """A cell the model selected: where it is, its text, probability and the number it holds."""
+
+    row: int
+    column: int
+    column_name: str
+    text: str
+    probability: float
+    number: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class AskResult:
+    """The answer to one question.
+
+    Attributes:
+      question: the question as asked.
+      cells: the selected cells, in table order.
+      operator: "NONE", "SUM", "AVERAGE" or "COUNT".
+      operator_probabilities: operator -> probability (empty without an aggregation head).
+      value: the operator executed on the selected cells (None for NONE). SUM and AVERAGE use the
+        cells' numbers (`numbers`); cells without a number are left out; AVERAGE of no number is NaN.
+      numbers: the numbers SUM or AVERAGE used, in cell order.
+      cell_probabilities: (row, column) -> probability, for every cell the model saw.
+      kept_rows, kept_columns: the user's rows and columns the model saw.
+      diagnostics: what was pruned, trimmed or clamped, one sentence each.
+      sequence_length: the tokens the model ran on (a bucket).
+    """
+
+    question: str
+    cells: Tuple[SelectedCell, ...]
+    operator: str
+    operator_probabilities: Dict[str, float]
+    value: Optional[float]
+    numbers: Tuple[float, ...]
+    cell_probabilities: Dict[Coordinate, float]
+    kept_rows: Tuple[int, ...]
+    kept_columns: Tuple[int, ...]
+    diagnostics: Tuple[str, ...]
+    sequence_length: int
+
+    @property
+    def coordinates(self) -> Tuple[Coordinate, ...]:
+        return tuple((cell.row, cell.column) for cell in self.cells)
+
+    @property
+    def answers(self) -> Tuple[str, ...]:
+        """Cell texts for NONE, else the executed value as text."""
+        if self.operator == "NONE":
+            return tuple(cell.text for cell in self.cells)
+        return (format_number(self.value),)
+
+    @property
+    def answer_text(self) -> str:
+        return ", ".join(self.answers)
+
+    @property
+    def summary(self) -> str:
+        """"Paris, Vienna", or "SUM of 3 cells = 4,812"."""
+        if self.operator == "NONE":
+            return self.answer_text if self.cells else "(no cell selected)"
+        plural = "cell" if len(self.cells) == 1 else "cells"
+        summary = f"{self.operator} of {len(self.cells)} {plural} = {format_number(self.value)}"
+        if self.operator in ("SUM", "AVERAGE") and self.cells and not self.numbers:
+            summary += " (no selected cell holds a number)"
+        return summary
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable view (coordinates as [row, column] lists)."""
+        return {
+            "question": self.question,
+            "answer": self.answer_text,
+            "summary": self.summary,
+            "operator": self.operator,
+            "operator_probabilities": self.operator_probabilities,
+            "value": None if self.value is None or math.isnan(self.value) else self.value,
+            "numbers": list(self.numbers),
+            "cells": [dataclasses.asdict(cell) for cell in self.cells],
+            "kept_rows": len(self.kept_rows),
+            "kept_columns": len(self.kept_columns),
+            "diagnostics": list(self.diagnostics),
+            "sequence_length": self.sequence_length,
+        }
+
+
+def format_number(value: Optional[float]) -> str:
+    """4812.0 -> "4,812"; 12.5 -> "12.5"; 1/3 -> "0.333333"; NaN -> "no number"."""
+    if value is None:
+        return ""
+    if math.isnan(value):
+        return "no number"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:,.6g}" if abs(value) >= 1e15 else f"{value:,.6f}".rstrip("0").rstrip(".")
+
+
+def decode_answer(encoded: EncodedQuestion, probabilities: np.ndarray,
+                  aggregation_logits: Optional[np.ndarray] = None, threshold: float = 0.5) -> AskResult:
+    """The answer of one encoded question.
+
+    Args:
+      encoded: the question's features and the table the model saw.
+      probabilities: <float32>[seq_len] token probabilities (seq_len >= the features' length).
+      aggregation_logits: <float32>[num_agg], or None without an aggregation head.
+      threshold: a cell is selected when its mean token probability is above it.
+    """
+    features = encoded.features
+    length = len(features["input_ids"])
+    table = encoded.pruned.table
+    prediction = decode_prediction(
+        "ask", np.asarray(probabilities)[:length], features["column_ids"], features["row_ids"],
+        features["input_mask"], aggregation_logits, threshold, table)
+    operator = AGGREGATION_NAMES[prediction.aggregation]
+    cells = tuple(_selected_cell(encoded, row, column, prediction.cell_probabilities[(row, column)])
+                  for row, column in prediction.coordinates)
+    numbers = tuple(c.number for c in cells if c.number is not None)
+    return AskResult(
+        question=encoded.question,
+        cells=cells,
+        operator=operator,
+        operator_probabilities=dict(zip(AGGREGATION_NAMES, prediction.aggregation_probabilities)),
+        value=None if operator == "NONE" else float(prediction.answer),
+        numbers=numbers if operator in ("SUM", "AVERAGE") else (),
+        cell_probabilities={encoded.pruned.to_original(r, c): p
+                            for (r, c), p in prediction.cell_probabilities.items()},
+        kept_rows=encoded.pruned.rows,
+        kept_columns=encoded.pruned.columns,
+        diagnostics=encoded.diagnostics,
+        sequence_length=length,
+    )
+
+
+def _selected_cell(encoded: EncodedQuestion, row: int, column: int, probability: float) -> SelectedCell:
+    table = encoded.pruned.table
+    cell = table.rows[row].cells[column]
+    original_row, original_column = encoded.pruned.to_original(row, column)
+    return SelectedCell(original_row, original_column, table.columns[column].text, cell.text,
+                        float(probability), execution.cell_number(cell))

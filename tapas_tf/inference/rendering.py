@@ -1,0 +1,113 @@
+"""A table with the selected cells marked: as text for a terminal, as a self-contained HTML page.
+
+    print(render_text(table, result))          # selected cells as *text*, long tables elided
+    html = render_html(table, [result1, ...])  # one page: the conversation, then the table
+
+`table` is the Table proto of the whole table (`TableEncoder.prepare(...).table`); results give
+the user's coordinates, so the marks land on the user's cells even when the model saw a pruned
+table.
+"""
+
+import html
+from typing import Dict, List, Sequence, Set, Tuple
+
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.inference.ask_results import AskResult, format_number
+
+_CELL_WIDTH = 24
+
+
+def _clip(text: str, width: int = _CELL_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _rows_to_show(num_rows: int, selected_rows: Set[int], max_rows: int) -> List[int]:
+    """The first rows up to `max_rows`, plus every row holding a selected cell."""
+    return sorted(set(range(min(num_rows, max_rows))) | selected_rows)
+
+
+def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int = 20) -> str:
+    """The answer line, diagnostics, and the table with selected cells as `*text*`."""
+    selected = set(result.coordinates)
+    header = ["#"] + [_clip(c.text) for c in table.columns]
+    shown = _rows_to_show(len(table.rows), {r for r, _ in selected}, max_rows)
+    lines: List[List[str]] = []
+    previous = -1
+    for row in shown:
+        if row != previous + 1:
+            lines.append(["…"] + [""] * len(table.columns))
+        cells = [(f"*{_clip(cell.text)}*" if (row, column) in selected else _clip(cell.text))
+                 for column, cell in enumerate(table.rows[row].cells)]
+        lines.append([str(row)] + cells)
+        previous = row
+    if shown and shown[-1] < len(table.rows) - 1:
+        lines.append([f"… {len(table.rows) - 1 - shown[-1]} more rows"] + [""] * len(table.columns))
+    widths = [max(len(line[i]) for line in [header] + lines) for i in range(len(header))]
+    formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
+                 for line in [header] + lines]
+    formatted.insert(1, "-+-".join("-" * width for width in widths))
+    answer = [f"Q: {result.question}", f"A: {result.summary}"]
+    if result.operator in ("SUM", "AVERAGE") and result.numbers:
+        answer.append("   numbers used: " + ", ".join(format_number(n) for n in result.numbers))
+    answer += [f"   note: {note}" for note in result.diagnostics]
+    return "\n".join(answer + [""] + formatted)
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin-top: 1em; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; }
+th { background: #f3f3f3; }
+td.selected { background: #ffe08a; font-weight: bold; }
+.answer { font-size: 1.2em; margin: 0.2em 0; }
+.question { color: #555; margin-top: 1em; }
+.note { color: #8a5a00; font-size: 0.9em; }
+"""
+
+
+def _cell_attributes(coordinate: Tuple[int, int], selected: Set[Tuple[int, int]],
+                     probabilities: Dict[Tuple[int, int], float]) -> str:
+    attributes = []
+    if coordinate in selected:
+        attributes.append('class="selected"')
+    if coordinate in probabilities:
+        p = probabilities[coordinate]
+        attributes.append(f'title="p = {p:.3f}" data-probability="{p:.4f}"')
+    return (" " + " ".join(attributes)) if attributes else ""
+
+
+def render_html(table: interaction_pb2.Table, results: Sequence[AskResult], title: str = "tapas-tf",
+                max_rows: int = 200) -> str:
+    """A self-contained page: every question and answer, then the table marked for the last one.
+
+    Selected cells have class "selected"; every cell the model saw carries its probability in
+    `title` (shown on hover) and `data-probability`. Of a long table, the first `max_rows` rows
+    and every row with a selected cell are shown.
+    """
+    last = results[-1] if results else None
+    selected = set(last.coordinates) if last else set()
+    probabilities = last.cell_probabilities if last else {}
+    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>",
+             f"<style>{_STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    for result in results:
+        parts.append(f'<p class="question">Q: {html.escape(result.question)}</p>')
+        parts.append(f'<p class="answer">A: {html.escape(result.summary)}</p>')
+        parts += [f'<p class="note">{html.escape(note)}</p>' for note in result.diagnostics]
+    parts.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c.text)}</th>" for c in table.columns)
+                 + "</tr></thead><tbody>")
+    shown = _rows_to_show(len(table.rows), {r for r, _ in selected}, max_rows)
+    previous = -1
+    for row_index in shown:
+        if row_index != previous + 1:
+            parts.append(f'<tr><td colspan="{len(table.columns)}">…</td></tr>')
+        row = table.rows[row_index]
+        cells = "".join(f"<td{_cell_attributes((row_index, column), selected, probabilities)}>"
+                        f"{html.escape(cell.text)}</td>" for column, cell in enumerate(row.cells))
+        parts.append(f"<tr>{cells}</tr>")
+        previous = row_index
+    if shown and shown[-1] < len(table.rows) - 1:
+        parts.append(f'<tr><td colspan="{len(table.columns)}">… {len(table.rows) - 1 - shown[-1]} more rows'
+                     "</td></tr>")
+    parts.append("</tbody></table></body></html>")
+    return "\n".join(parts)

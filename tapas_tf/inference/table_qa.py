@@ -1,0 +1,175 @@
+"""Ask a table a question: the Python API.
+
+    qa = TableQA.from_model_dir("model_dirs/sqa_tiny")
+    result = qa.answer("cities.csv", "which city has the most people?")   # or a DataFrame
+    result.summary          # "Paris" or "SUM of 3 cells = 4,812"
+    result.cells            # SelectedCell(row, column, column_name, text, probability, number)
+
+    chat = qa.conversation(frame)              # follow-ups see the previous answer, as in SQA
+    chat.ask("which cities are in europe?")
+    chat.ask("which of them is the largest?")
+
+    qa.answer_many(frame, ["q1", "q2", ...])   # one conversion of the table, batched model calls
+
+The model stays loaded and warm. Each question runs at the smallest sequence bucket that holds it
+(32 ... 512 tokens), with one compiled function per bucket. Tables bigger than the model holds
+are pruned to the rows and columns most related to the question (`prune=True`, the default) and
+the result's `diagnostics` say so; see `ask_encoding` for the limits.
+"""
+
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import dataclasses  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
+from tapas_tf.inference.ask_encoding import (  # noqa: E402
+    MODEL_INPUT_FEATURES,
+    EncodedQuestion,
+    PreparedTable,
+    TableEncoder,
+)
+from tapas_tf.inference.ask_results import AskResult, decode_answer  # noqa: E402
+from tapas_tf.inference.tables import AskError, TableLike  # noqa: E402, F401 (AskError is public here)
+from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+
+# What answering needs from the model.
+_OUTPUTS = ("probabilities", "aggregation_logits")
+# The heads' segment counts at inference: every row and column the embeddings can address. No
+# weight depends on them, and a table within the trained limits gets the same outputs.
+_MAX_SEGMENTS = 256
+
+PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
+
+
+class TableQA:
+    """A loaded model that answers questions about tables.
+
+    Args:
+      model: a TapasForQuestionAnswering with weights.
+      encoder: the matching `TableEncoder` (conversion limits, vocabulary, pruning).
+      threshold: a cell is selected when its probability is above it.
+      jit_compile: compile each bucket's function with XLA (pays at short buckets; compiling
+        costs a few seconds per bucket on first use).
+    """
+
+    def __init__(self, model, encoder: TableEncoder, threshold: float = 0.5, jit_compile: bool = False):
+        self.model = model
+        self.encoder = encoder
+        self.threshold = threshold
+        self.jit_compile = jit_compile
+        self._functions: Dict[int, Callable] = {}
+
+    @classmethod
+    def from_model_dir(cls, model_dir: str, checkpoint: Optional[str] = None, vocab_file: Optional[str] = None,
+                       prune: bool = True, max_seq_length: Optional[int] = None, **options) -> "TableQA":
+        """Loads any model directory (trained here, or imported from Hugging Face or TF1).
+
+        The vocabulary is `vocab_file`, else the model directory's `vocab.txt`, else BERT's uncased
+        vocabulary (with `[EMPTY]`), which is what every released TAPAS model uses.
+        """
+        config = model_dir_lib.load_config(model_dir)
+        model = _load_inference_model(model_dir, checkpoint, config)
+        local_vocab = os.path.join(model_dir, "vocab.txt")
+        vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
+        encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length)
+        return cls(model, encoder, **options)
+
+    # --- asking ---------------------------------------------------------------------------------
+
+    def answer(self, table: TableLike, question: str, previous_answer: PreviousAnswer = None) -> AskResult:
+        """Answers one question; `previous_answer` (a result or cells) is the SQA follow-up context."""
+        prepared = self.encoder.prepare(table)
+        encoded = self.encoder.encode(prepared, question, _previous_cells(previous_answer))
+        return self._run([encoded])[0]
+
+    def answer_many(self, table: TableLike, questions: Sequence[str]) -> List[AskResult]:
+        """Answers independent questions about one table: one conversion, batched by bucket."""
+        prepared = self.encoder.prepare(table)
+        return self._run([self.encoder.encode(prepared, q) for q in questions])
+
+    def conversation(self, table: TableLike) -> "Conversation":
+        """A conversation about one table, in which each question sees the previous answer."""
+        return Conversation(self, self.encoder.prepare(table))
+
+    # --- the model --------------------------------------------------------------------------------
+
+    def _run(self, encoded: Sequence[EncodedQuestion], batch_size: int = 16) -> List[AskResult]:
+        results: List[Optional[AskResult]] = [None] * len(encoded)
+        by_length: Dict[int, List[int]] = {}
+        for index, item in enumerate(encoded):
+            by_length.setdefault(len(item.features["input_ids"]), []).append(index)
+        for length, indices in by_length.items():
+            for start in range(0, len(indices), batch_size):
+                chunk = indices[start:start + batch_size]
+                outputs = self._call(length, [encoded[i].features for i in chunk])
+                for row, index in enumerate(chunk):
+                    logits = outputs.get("aggregation_logits")
+                    results[index] = decode_answer(encoded[index], outputs["probabilities"][row],
+                                                   None if logits is None else logits[row], self.threshold)
+        return results
+
+    def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+        """Model outputs for rows of one bucket length (one traced function per length)."""
+        if length not in self._functions:
+            spec = {name: tf.TensorSpec([None, length], tf.int32, name=name) for name in MODEL_INPUT_FEATURES}
+
+            @tf.function(input_signature=[spec], jit_compile=self.jit_compile)
+            def run(features):
+                outputs = self.model(features, training=False)
+                return {key: outputs[key] for key in _OUTPUTS if key in outputs}
+
+            self._functions[length] = run
+        batch = {name: tf.constant(np.stack([row[name] for row in rows]), tf.int32) for name in MODEL_INPUT_FEATURES}
+        return {key: value.numpy() for key, value in self._functions[length](batch).items()}
+
+
+@dataclasses.dataclass
+class Conversation:
+    """Questions about one table, each seeing the previous answer (`prev_label_ids`), as in SQA."""
+
+    qa: TableQA
+    table: PreparedTable
+    history: List[AskResult] = dataclasses.field(default_factory=list)
+
+    def ask(self, question: str) -> AskResult:
+        previous = self.history[-1] if self.history else None
+        encoded = self.qa.encoder.encode(self.table, question, _previous_cells(previous))
+        result = self.qa._run([encoded])[0]  # pylint: disable=protected-access
+        self.history.append(result)
+        return result
+
+    def reset(self) -> None:
+        """Starts a new conversation about the same table."""
+        self.history.clear()
+
+
+def _previous_cells(previous: PreviousAnswer) -> Optional[Sequence[Tuple[int, int]]]:
+    if previous is None:
+        return None
+    if isinstance(previous, AskResult):
+        return previous.coordinates
+    try:
+        return [(int(r), int(c)) for r, c in previous]
+    except (TypeError, ValueError):
+        raise AskError("previous_answer is an AskResult or a list of (row, column) pairs") from None
+
+
+def _load_inference_model(model_dir: str, checkpoint: Optional[str], config):
+    """The model with the heads' row and column segments raised to what the embeddings address."""
+    config = dataclasses.replace(config, max_num_rows=max(config.max_num_rows, _MAX_SEGMENTS),
+                                 max_num_columns=max(config.max_num_columns, _MAX_SEGMENTS))
+    model = TapasForQuestionAnswering(config)
+    model(dummy_features(1, 8), training=False)  # Creates the variables.
+    prefix = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
+    if prefix is None:
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
+    with model_dir_lib.reading_checkpoint(prefix, "restore its files or pass another checkpoint"):
+        tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
+    return model

@@ -1,0 +1,110 @@
+"""Tables as users hold them (pandas DataFrames, CSV files) -> the Interaction protos the model reads.
+
+    frame = read_table("cities.csv")             # or any DataFrame
+    table = table_from_frame(frame, "cities")    # interaction_pb2.Table, cells as text
+
+Cells of any dtype become text the way a person would write them: NaN, None and NaT are empty
+cells; integral floats lose their ".0" (2.0 -> "2"); other floats use Python's shortest repr
+(2.5 -> "2.5"); timestamps at midnight are ISO dates ("2020-01-05"), others ISO date-times;
+booleans are "True"/"False". Column names are text too (None or NaN give an empty name, which the
+model sees as `[EMPTY]`; a MultiIndex is joined with spaces). Duplicate column names are kept: the
+model tells columns apart by position. The DataFrame's index is not part of the table.
+"""
+
+import datetime
+import math
+import numbers
+import os
+from typing import List, Union
+
+import numpy as np
+import pandas as pd
+
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.readers.common import make_table
+
+TableLike = Union[pd.DataFrame, str, "os.PathLike[str]"]
+
+
+class AskError(ValueError):
+    """A table or question that cannot be asked; the message says what to change."""
+
+
+def read_table(table: TableLike) -> pd.DataFrame:
+    """A DataFrame as given, or the CSV file at a path read as text (no type guessing).
+
+    Raises:
+      AskError: a path that is missing, is a directory, or does not hold CSV text.
+    """
+    if isinstance(table, pd.DataFrame):
+        return table
+    if not isinstance(table, (str, os.PathLike)):
+        raise AskError(f"a table is a pandas DataFrame or the path of a CSV file, got {type(table).__name__}")
+    path = os.fspath(table)
+    if os.path.isdir(path):
+        raise AskError(f"{path} is a directory, not a CSV file")
+    if not os.path.exists(path):
+        raise AskError(f"{path}: no such CSV file")
+    try:
+        # dtype=str and no NA guessing: a cell reads exactly as it is written.
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise AskError(f"{path} is not UTF-8 text (byte {e.start}); is it a CSV file?") from None
+    except pd.errors.EmptyDataError:
+        raise AskError(f"{path} is empty: a table needs a header row and at least one row") from None
+    except (pd.errors.ParserError, ValueError) as e:
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise AskError(f"{path} does not parse as CSV: {first_line}") from None
+
+
+def cell_text(value: object) -> str:
+    """The text of one cell of any dtype (see the module docstring)."""
+    if value is None or value is pd.NaT:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isnan(number):
+            return ""
+        if number.is_integer() and abs(number) < 1e16:
+            return str(int(number))
+        return repr(number)
+    if isinstance(value, (pd.Timestamp, datetime.datetime)):
+        if value.hour == value.minute == value.second == value.microsecond == 0 and value.tzinfo is None:
+            return value.date().isoformat()
+        return value.isoformat(sep=" ")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    try:
+        if pd.isna(value):
+            return ""
+    except (TypeError, ValueError):
+        pass  # Containers: pd.isna answers per element.
+    return str(value)
+
+
+def column_name(name: object) -> str:
+    if isinstance(name, tuple):  # A MultiIndex level per element.
+        return " ".join(part for part in (column_name(p) for p in name) if part)
+    return cell_text(name)
+
+
+def check_frame(frame: pd.DataFrame) -> None:
+    """Raises AskError for a table without columns or rows."""
+    if frame.shape[1] == 0:
+        raise AskError("the table has no columns")
+    if frame.shape[0] == 0:
+        raise AskError("the table has no rows (a header alone is not a table)")
+
+
+def table_from_frame(frame: pd.DataFrame, table_id: str = "table") -> interaction_pb2.Table:
+    """The Table proto of a DataFrame, every cell as text (`cell_text`)."""
+    check_frame(frame)
+    header: List[str] = [column_name(c) for c in frame.columns]
+    rows = [[cell_text(v) for v in row] for row in frame.itertuples(index=False, name=None)]
+    return make_table(table_id, header, rows)

@@ -1,0 +1,95 @@
+"""Tables as users hold them -> Table protos: cells of any dtype, CSV files, and bad input."""
+
+import datetime
+import decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tapas_tf.inference import pruning
+from tapas_tf.inference.tables import AskError, cell_text, column_name, read_table, table_from_frame
+
+
+@pytest.mark.parametrize("value, text", [
+    (None, ""), (float("nan"), ""), (pd.NaT, ""), (np.nan, ""), (pd.NA, ""),
+    (2.0, "2"), (2.5, "2.5"), (-0.125, "-0.125"), (1e20, "1e+20"), (np.float32(1.5), "1.5"),
+    (3, "3"), (np.int64(-7), "-7"), (True, "True"), (np.bool_(False), "False"),
+    (pd.Timestamp("2020-01-05"), "2020-01-05"), (pd.Timestamp("2020-01-05 10:30"), "2020-01-05 10:30:00"),
+    (datetime.date(1998, 11, 10), "1998-11-10"), (decimal.Decimal("1.50"), "1.50"),
+    ("  Paris ", "  Paris "), ("1,000", "1,000"),
+])
+def test_cell_text_of_every_dtype(value, text):
+    assert cell_text(value) == text
+
+
+def test_column_names():
+    assert column_name(("Medals", "Gold")) == "Medals Gold"
+    assert column_name(None) == "" and column_name(2020) == "2020"
+
+
+def test_frame_to_table_keeps_duplicates_and_drops_the_index():
+    frame = pd.DataFrame([[1, 2.5, None], [3, float("nan"), "x"]], columns=["a", "a", None],
+                         index=["r1", "r2"])
+    table = table_from_frame(frame, "t")
+    assert [c.text for c in table.columns] == ["a", "a", ""]
+    assert [[c.text for c in row.cells] for row in table.rows] == [["1", "2.5", ""], ["3", "", "x"]]
+
+
+@pytest.mark.parametrize("frame, message", [
+    (pd.DataFrame(), "no columns"),
+    (pd.DataFrame(columns=["a", "b"]), "no rows"),
+])
+def test_empty_frames_are_refused(frame, message):
+    with pytest.raises(AskError, match=message):
+        table_from_frame(frame)
+
+
+def test_read_table_reads_every_cell_as_written(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text('year,total,note\n2001,"1,000",NA\n2002,2.50,\n', encoding="utf-8")
+    frame = read_table(str(path))
+    assert frame.values.tolist() == [["2001", "1,000", "NA"], ["2002", "2.50", ""]]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such CSV file"),
+    ("directory", "is a directory"),
+    (b"a,b\ncaf\xe9,1\n", "is not UTF-8 text"),
+    (b"", "is empty"),
+    (b'a,b\n"unclosed,1\n', "does not parse as CSV"),
+])
+def test_read_table_bad_files(tmp_path, content, message):
+    path = tmp_path / "t.csv"
+    if content == "directory":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    with pytest.raises(AskError, match=message):
+        read_table(str(path))
+    with pytest.raises(AskError, match="DataFrame or the path"):
+        read_table(42)
+
+
+# --- pruning ------------------------------------------------------------------------------------
+
+
+def test_words_fold_case_and_accents_and_drop_function_words():
+    assert pruning.words("What is the population of Zürich?") == {"population", "zurich"}
+
+
+def _table(rows, header=("city", "country", "population")):
+    return table_from_frame(pd.DataFrame(rows, columns=list(header)))
+
+
+def test_rows_and_columns_most_related_to_the_question_are_kept_in_table_order():
+    table = _table([["paris", "france", "2"], ["berlin", "germany", "4"], ["london", "england", "8"],
+                    ["rome", "italy", "3"]])
+    ranked = pruning.rank_rows(table, "is london bigger than paris?", [0, 1, 2])
+    assert ranked.tolist()[:2] == [0, 2]  # Paris and London, then the others in order.
+    assert pruning.choose_columns(table, "which country has the largest population?", 2) == (1, 2)
+    cut = pruning.subset(table, [0, 2], [0, 2])
+    assert [[c.text for c in r.cells] for r in cut.table.rows] == [["paris", "2"], ["london", "8"]]
+    assert cut.to_original(1, 1) == (2, 2)
+    assert cut.from_original([(2, 2), (1, 0), (0, 1)]) == [(1, 1)]
+    assert cut.is_pruned and not pruning.unpruned(table).is_pruned
