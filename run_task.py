@@ -3,6 +3,7 @@
     python run_task.py --task=SQA --mode=create_data --input_dir=DIR --output_dir=DIR
     python run_task.py --task=SQA --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
     python run_task.py --task=SQA --mode=predict_and_evaluate --output_dir=DIR --model_dir=DIR
+    python run_task.py --task=SQA --mode=export --model_dir=DIR --export_dir=DIR
 
 Flags that this CLI does not define (for example `--runner=DataflowRunner` or
 `--direct_num_workers=2`) are passed to the Beam pipeline of create_data, if Beam's pipeline
@@ -31,7 +32,7 @@ from tapas_tf.tasks import Task
 FLAGS = flags.FLAGS
 
 flags.DEFINE_enum("task", None, [t.value for t in Task], "The task.")
-flags.DEFINE_enum("mode", None, ["create_data", "train", "predict", "predict_and_evaluate"],
+flags.DEFINE_enum("mode", None, ["create_data", "train", "predict", "predict_and_evaluate", "export"],
                   "What to do.")
 flags.DEFINE_string("input_dir", None, "The task's release files (create_data).")
 flags.DEFINE_string("output_dir", None, "Where create_data writes and train reads the data.")
@@ -52,11 +53,17 @@ flags.DEFINE_enum("predict_split", "dev", ["dev", "test", "train"],
                   "Split to predict: OUTPUT_DIR/interactions/{split}.tfrecord; names the outputs.")
 flags.DEFINE_string("interactions_file", None,
                     "Annotated interactions to predict instead of the split's file under --output_dir.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint prefix to predict with; default the newest in --model_dir.")
+flags.DEFINE_string("checkpoint", None,
+                    "Checkpoint prefix to predict or export with; default the newest in --model_dir.")
 flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the last batch is padded).")
 flags.DEFINE_bool("use_gold_previous_answer", False,
                   "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
 flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
+
+# --- export ---
+flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
+flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
+                     lower_bound=1)
 
 
 # --- train (defaults of None take the task's preset, DESIGN.md's table) ---
@@ -213,12 +220,25 @@ def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
     _predict(task, evaluate=True)
 
 
+def export(task: Task, pipeline_args: List[str]) -> None:
+    """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving; see tapas_tf.inference.export."""
+    del task, pipeline_args  # Any model directory exports the same way; no Beam.
+    _require("model_dir", "export_dir")
+    ensure_writable_dir(FLAGS.export_dir, "--export_dir")
+    from tapas_tf.inference.export import export_model_dir
+
+    path = export_model_dir(FLAGS.model_dir, FLAGS.export_dir, version=FLAGS.export_version,
+                            checkpoint=FLAGS.checkpoint, vocab_file=FLAGS.vocab_file)
+    logging.info("Exported %s to %s", FLAGS.model_dir, path)
+
+
 # Every mode takes the task and the arguments left for Beam (empty but for create_data).
 MODES: Dict[str, Callable[[Task, List[str]], None]] = {
     "create_data": create_data,
     "train": train,
     "predict": predict,
     "predict_and_evaluate": predict_and_evaluate,
+    "export": export,
 }
 
 # The tasks each mode is built for. Any other pair is refused in one line before work starts, so
@@ -228,6 +248,7 @@ BUILT_FOR: Dict[str, FrozenSet[Task]] = {
     "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # From TFRecords made by any tool.
     "predict": frozenset({Task.SQA}),
     "predict_and_evaluate": frozenset({Task.SQA}),
+    "export": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # Any model directory.
 }
 
 

@@ -20,7 +20,9 @@ TOKEN_TYPE_FEATURES = (
     "inv_column_ranks",
     "numeric_relations",
 )
-INT_TOKEN_FEATURES = ("input_ids", "input_mask") + TOKEN_TYPE_FEATURES + ("label_ids",)
+# What the model reads to predict (labels are left out, so that it computes no loss).
+MODEL_INPUT_FEATURES = ("input_ids", "input_mask") + TOKEN_TYPE_FEATURES
+INT_TOKEN_FEATURES = MODEL_INPUT_FEATURES + ("label_ids",)
 FLOAT_TOKEN_FEATURES = ("numeric_values", "numeric_values_scale")
 INT_SCALAR_FEATURES = ("aggregation_function_id", "classification_class_index", "table_id_hash")
 FLOAT_SCALAR_FEATURES = ("answer",)

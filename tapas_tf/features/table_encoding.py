@@ -60,7 +60,10 @@ class EncodedTable:
     """A table tokenised and annotated once, ready to be fitted to any question."""
 
     def __init__(self, table: interaction_pb2.Table, tokenizer, config: ConversionConfig):
-        self.table = table
+        # A copy: the cache outlives the caller's message, which the caller may change in place.
+        self.table = interaction_pb2.Table()
+        self.table.CopyFrom(table)
+        table = self.table
         self.config = config
         self.num_columns = len(table.columns)
         self.num_rows = len(table.rows)

@@ -30,14 +30,13 @@ from tapas_tf.features.classifier_examples import (
     ExampleConverter,
 )
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError, Reason
-from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
 from tapas_tf.features.table_encoding import table_fingerprint
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.inference import pruning
 from tapas_tf.inference.tables import AskError, TableLike, read_table, table_from_frame
 
 BUCKETS = (32, 64, 128, 256, 384, 512)
-MODEL_INPUT_FEATURES = ("input_ids", "input_mask") + TOKEN_TYPE_FEATURES
 Coordinates = Sequence[Tuple[int, int]]
 # Conversion failures that fewer rows can cure.
 _TOO_BIG = (Reason.SEQUENCE_TOO_LONG, Reason.TOO_MANY_ROWS)
@@ -200,7 +199,8 @@ class TableEncoder:
 
     def _try(self, table, interaction, rows: Sequence[int], columns: Sequence[int], previous: Coordinates):
         pruned = pruning.subset(table, sorted(int(r) for r in rows), columns)
-        interaction.table.CopyFrom(pruned.table)
+        interaction = interaction_pb2.Interaction(id=interaction.id, table=pruned.table,
+                                                  questions=interaction.questions)
         try:
             previous_cells = pruned.from_original(previous)
             return pruned, self.converter.convert(interaction, 0, prev_answer_coordinates=previous_cells)

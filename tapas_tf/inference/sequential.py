@@ -35,13 +35,11 @@ from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.features.classifier_examples import ConvertedExample, ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
-from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES  # noqa: E402
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
 from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
 from tapas_tf.inference.decoding import NONE, Coordinate, Prediction, decode_prediction  # noqa: E402
 from tapas_tf.inference.prediction_files import write_predictions_tsv  # noqa: E402
 
-# The features the model reads; labels are left out so that it computes no loss.
-MODEL_INPUT_FEATURES = ("input_ids", "input_mask") + TOKEN_TYPE_FEATURES
 # Model outputs that decoding needs (aggregation_logits only with an aggregation head).
 MODEL_OUTPUTS = ("probabilities", "aggregation_logits")
 # The SQA metrics written to TensorBoard.

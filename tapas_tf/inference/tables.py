@@ -46,8 +46,7 @@ def read_table(table: TableLike) -> pd.DataFrame:
     if not os.path.exists(path):
         raise AskError(f"{path}: no such CSV file")
     try:
-        # dtype=str and no NA guessing: a cell reads exactly as it is written.
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+        return _read_csv(path)
     except UnicodeDecodeError as e:
         raise AskError(f"{path} is not UTF-8 text (byte {e.start}); is it a CSV file?") from None
     except pd.errors.EmptyDataError:
@@ -55,6 +54,17 @@ def read_table(table: TableLike) -> pd.DataFrame:
     except (pd.errors.ParserError, ValueError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise AskError(f"{path} does not parse as CSV: {first_line}") from None
+
+
+def _read_csv(path: str) -> pd.DataFrame:
+    """The CSV as text. A file that escapes quotes with backslashes (as WikiTableQuestions' do:
+    `"Poul Erik \\"Popper\\" Petersen"`) is read with that dialect; the standard dialect would
+    silently split such a cell in two."""
+    with open(path, "rb") as f:
+        backslash_quotes = b'\\"' in f.read()
+    # dtype=str and no NA guessing: a cell reads exactly as it is written.
+    return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8",
+                       escapechar="\\" if backslash_quotes else None)
 
 
 def cell_text(value: object) -> str:

@@ -248,3 +248,15 @@ def test_config_validation():
         ConversionConfig(vocab_file="v", max_row_id=300)
     with pytest.raises(ValueError, match="max_column_id"):
         ConversionConfig(vocab_file="v", max_column_id=1)
+
+
+def test_cached_table_is_safe_from_later_changes_to_the_callers_message(tmp_path):
+    """The converter caches per table content; a caller that changes its Interaction in place after
+    converting must not corrupt the cached entry that a later interaction with the first content
+    hits (this once raised IndexError in numeric relations)."""
+    converter = make_converter(tmp_path)
+    one_row = make_interaction(["a", "b"], [["3", "2"]], [("is it 3?", [(0, 0)])])
+    expected = converter.convert(one_row, 0).features["numeric_relations"].tolist()
+    one_row.table.CopyFrom(make_interaction(["a", "b"], [["1", "2"], ["3", "4"], ["5", "6"]], []).table)
+    same_content = make_interaction(["a", "b"], [["3", "2"]], [("is it 3?", [(0, 0)])])
+    assert converter.convert(same_content, 0).features["numeric_relations"].tolist() == expected

@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.inference.ask_encoding import BUCKETS  # noqa: E402
@@ -36,7 +37,7 @@ def random_model_dir(tmp_path_factory):
     """A tiny untrained model with an aggregation head, its vocabulary inside the directory."""
     path = tmp_path_factory.mktemp("random") / "model"
     config = tiny_config(**WTQ_OPTIONS)
-    tf.random.set_seed(1)
+    tf_keras.utils.set_random_seed(1)  # tf_keras initialisers draw from Python's random too.
     model = TapasForQuestionAnswering(config)
     model(dummy_features(1, 8))
     save_model_dir(path, model, config)

@@ -93,3 +93,10 @@ def test_rows_and_columns_most_related_to_the_question_are_kept_in_table_order()
     assert cut.to_original(1, 1) == (2, 2)
     assert cut.from_original([(2, 2), (1, 0), (0, 1)]) == [(1, 1)]
     assert cut.is_pruned and not pruning.unpruned(table).is_pruned
+
+
+def test_read_table_accepts_backslash_escaped_quotes(tmp_path):
+    """WikiTableQuestions' CSV files escape quotes with a backslash."""
+    path = tmp_path / "t.csv"
+    path.write_text('"#","Scorers"\n"163","Poul Erik \\"Popper\\" Petersen, Edwin Hansen"\n', encoding="utf-8")
+    assert read_table(str(path)).values.tolist() == [["163", 'Poul Erik "Popper" Petersen, Edwin Hansen']]

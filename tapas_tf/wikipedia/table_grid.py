@@ -1,0 +1,157 @@
+"""The rules every extracted table follows, whatever markup it came from (paper, section 3).
+
+An extractor (wikitext or HTML) reads a table as rows of `RawCell`s (text already plain, with
+its header flag and spans); `to_table` then:
+
+1. expands colspan and rowspan, copying a spanning cell's text into every position it covers, and
+   pads short rows with empty cells;
+2. drops leading title rows (one cell across the whole width, as "Medal table" above a header);
+3. requires a header row: the first remaining row must be all header cells (`<th>`, `!`);
+4. drops body rows that are one cell across the whole width (section captions inside a table),
+   counting them;
+5. refuses tables with more than `MAX_CELLS` cells, with no body row, or with one column.
+
+An infobox is a list of (label, value) pairs and becomes one header row and one data row
+(`infobox_table`). Refusals raise `TableRejected` with a reason from `REASONS`, which the Beam job
+counts.
+"""
+
+import dataclasses
+from typing import List, Optional, Sequence, Tuple
+
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.readers.common import make_table
+
+MAX_CELLS = 500
+# Spans beyond this are markup errors (colspan="1000"); they are clipped to it, and counted.
+MAX_SPAN = 100
+
+REASONS = ("no_header_row", "too_many_cells", "no_body_rows", "single_column", "empty_table")
+
+
+class TableRejected(ValueError):
+    """A table that does not become a pre-training table; `reason` is one of `REASONS`."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class RawCell:
+    """A cell as markup gives it: plain text, whether it is a header cell, and its spans."""
+
+    text: str
+    is_header: bool = False
+    colspan: int = 1
+    rowspan: int = 1
+
+
+@dataclasses.dataclass
+class GridStats:
+    """Limits applied while building a table (for counters): clipped spans, dropped rows."""
+
+    spans_clipped: int = 0
+    title_rows_dropped: int = 0
+    caption_rows_dropped: int = 0
+
+
+def _span(value: int, stats: GridStats) -> int:
+    if value < 1:
+        return 1
+    if value > MAX_SPAN:
+        stats.spans_clipped += 1
+        return MAX_SPAN
+    return value
+
+
+def expand_spans(rows: Sequence[Sequence[RawCell]], stats: Optional[GridStats] = None) -> List[List[RawCell]]:
+    """The rectangular grid of `rows`, spans expanded (each copy has span 1), short rows padded.
+
+    A rowspan reaching below the last row is cut at the table's end (as browsers render it).
+    """
+    stats = stats if stats is not None else GridStats()
+    grid: List[List[Optional[RawCell]]] = []
+    for row_index, row in enumerate(rows):
+        while len(grid) <= row_index:
+            grid.append([])
+        column = 0
+        for cell in row:
+            while column < len(grid[row_index]) and grid[row_index][column] is not None:
+                column += 1  # Skip positions filled by rowspans from above.
+            width, height = _span(cell.colspan, stats), _span(cell.rowspan, stats)
+            height = min(height, len(rows) - row_index)
+            copy = RawCell(cell.text, cell.is_header)
+            for down in range(height):
+                target = grid[row_index + down] if row_index + down < len(grid) else None
+                if target is None:
+                    grid.append([])
+                    target = grid[row_index + down]
+                while len(target) < column + width:
+                    target.append(None)
+                for across in range(width):
+                    if target[column + across] is None:
+                        target[column + across] = copy
+            column += width
+    width = max((len(row) for row in grid), default=0)
+    return [[cell if cell is not None else RawCell("") for cell in row] + [RawCell("")] * (width - len(row))
+            for row in grid]
+
+
+def _is_full_width_single(row: Sequence[RawCell], raw: Sequence[RawCell], width: int) -> bool:
+    """A row made of one cell spanning the whole table (a title or caption row)."""
+    return width > 1 and len(raw) == 1 and raw[0].colspan >= width
+
+
+def to_table(rows: Sequence[Sequence[RawCell]], table_id: str, stats: Optional[GridStats] = None,
+             max_cells: int = MAX_CELLS) -> interaction_pb2.Table:
+    """The Table of a markup table, by the rules of the module docstring.
+
+    Raises:
+      TableRejected: no header row, too many cells, no body row, one column, or no cells.
+    """
+    stats = stats if stats is not None else GridStats()
+    grid = expand_spans(rows, stats)
+    if not grid or not grid[0]:
+        raise TableRejected("empty_table", f"{table_id}: the table has no cells")
+    width = len(grid[0])
+    if width * len(grid) > max_cells * 4:
+        # Refuse early: title and caption rows cannot bring a huge table under the limit.
+        raise TableRejected("too_many_cells", f"{table_id}: {width * len(grid)} cells, at most {max_cells}")
+    start = 0
+    while start < len(grid) and _is_full_width_single(grid[start], rows[start], width):
+        start += 1
+        stats.title_rows_dropped += 1
+    if start == len(grid) or not all(cell.is_header for cell in grid[start]):
+        raise TableRejected("no_header_row", f"{table_id}: no row of header cells opens the table")
+    header = [cell.text for cell in grid[start]]
+    body = []
+    for index in range(start + 1, len(grid)):
+        if _is_full_width_single(grid[index], rows[index], width):
+            stats.caption_rows_dropped += 1
+            continue
+        body.append([cell.text for cell in grid[index]])
+    if width < 2:
+        raise TableRejected("single_column", f"{table_id}: one column")
+    if not body:
+        raise TableRejected("no_body_rows", f"{table_id}: a header row and nothing else")
+    cells = width * (len(body) + 1)
+    if cells > max_cells:
+        raise TableRejected("too_many_cells", f"{table_id}: {cells} cells, at most {max_cells}")
+    return make_table(table_id, header, body)
+
+
+def infobox_table(pairs: Sequence[Tuple[str, str]], table_id: str, max_cells: int = MAX_CELLS
+                  ) -> interaction_pb2.Table:
+    """An infobox's (label, value) pairs transposed: the labels are the header, the values one row.
+
+    Pairs with an empty label or value are left out (infoboxes list every field their template
+    has, filled or not).
+    """
+    kept = [(label, value) for label, value in pairs if label.strip() and value.strip()]
+    if len(kept) < 2:
+        raise TableRejected("single_column" if kept else "empty_table",
+                            f"{table_id}: {len(kept)} filled infobox fields")
+    if 2 * len(kept) > max_cells:
+        raise TableRejected("too_many_cells", f"{table_id}: {2 * len(kept)} cells, at most {max_cells}")
+    return make_table(table_id, [label for label, _ in kept], [[value for _, value in kept]])

@@ -1,0 +1,87 @@
+"""The shared table rules: spans expanded, a header row required, title and caption rows dropped.
+
+Tables are drawn as rows of RawCells; H(...) is a header cell, D(...) a data cell.
+"""
+
+import pytest
+
+from tapas_tf.wikipedia.table_grid import (
+    MAX_SPAN,
+    GridStats,
+    RawCell,
+    TableRejected,
+    expand_spans,
+    infobox_table,
+    to_table,
+)
+
+
+def H(text, colspan=1, rowspan=1):
+    return RawCell(text, True, colspan, rowspan)
+
+
+def D(text, colspan=1, rowspan=1):
+    return RawCell(text, False, colspan, rowspan)
+
+
+def _texts(table):
+    return [[c.text for c in table.columns]] + [[c.text for c in row.cells] for row in table.rows]
+
+
+def test_colspan_and_rowspan_are_expanded_by_copying():
+    """
+        | Year        | Film   | Writer |
+        | 2013 (1st)  | (none)        |      <- colspan 2
+        |   (rowspan) | Shahid | Vasay  |
+    """
+    rows = [[H("Year"), H("Film"), H("Writer")],
+            [D("2013 (1st)", rowspan=2), D("(none)", colspan=2)],
+            [D("Shahid"), D("Vasay")]]
+    assert _texts(to_table(rows, "t")) == [["Year", "Film", "Writer"],
+                                           ["2013 (1st)", "(none)", "(none)"],
+                                           ["2013 (1st)", "Shahid", "Vasay"]]
+
+
+def test_short_rows_are_padded_and_overlong_spans_clipped():
+    stats = GridStats()
+    grid = expand_spans([[H("a"), H("b"), H("c")], [D("x")], [D("y", rowspan=MAX_SPAN + 50)]], stats)
+    assert [[c.text for c in row] for row in grid] == [["a", "b", "c"], ["x", "", ""], ["y", "", ""]]
+    assert stats.spans_clipped == 1
+    # A rowspan below the last row is cut at the table's end.
+    assert len(grid) == 3
+
+
+def test_title_rows_above_the_header_and_caption_rows_inside_are_dropped():
+    stats = GridStats()
+    rows = [[H("Medal table", colspan=3)],
+            [H("Nation"), H("Gold"), H("Total")],
+            [D("Rifle", colspan=3)],
+            [D("URS"), D("4"), D("11")]]
+    assert _texts(to_table(rows, "t", stats)) == [["Nation", "Gold", "Total"], ["URS", "4", "11"]]
+    assert (stats.title_rows_dropped, stats.caption_rows_dropped) == (1, 1)
+
+
+@pytest.mark.parametrize("rows, reason", [
+    ([[D("a"), D("b")], [D("1"), D("2")]], "no_header_row"),
+    ([[H("a"), D("b")], [D("1"), D("2")]], "no_header_row"),
+    ([[H("a"), H("b")]], "no_body_rows"),
+    ([[H("a")], [D("1")]], "single_column"),
+    ([], "empty_table"),
+    ([[H(str(i)) for i in range(10)]] + [[D("x")] * 10 for _ in range(50)], "too_many_cells"),
+])
+def test_refusals_name_their_reason(rows, reason):
+    with pytest.raises(TableRejected) as error:
+        to_table(rows, "t")
+    assert error.value.reason == reason
+
+
+def test_exactly_500_cells_is_allowed():
+    rows = [[H(str(i)) for i in range(10)]] + [[D("x")] * 10 for _ in range(49)]
+    assert len(to_table(rows, "t").rows) == 49
+
+
+def test_infobox_is_one_header_row_and_one_data_row():
+    table = infobox_table([("Born", "1 May 1960"), ("Spouse", ""), ("Occupation", "Writer")], "box")
+    assert _texts(table) == [["Born", "Occupation"], ["1 May 1960", "Writer"]]
+    with pytest.raises(TableRejected, match="1 filled"):
+        infobox_table([("Born", "1960"), ("", "x")], "box")
