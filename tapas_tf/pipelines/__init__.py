@@ -1,12 +1,13 @@
 """Beam transforms of the data jobs, and their reports.
 
 Each stage is a named PTransform (`classifier_data.ReadReleaseFile`,
-`AnnotateNumbers`, `ToClassifierExamples`) whose per-element work is a plain
-function of `data` or `features`; every skip is counted by reason and sent to a
+`AnnotateNumbers`, `ToClassifierExamples`; `pretrain_data.ExtractTables`,
+`ReadInteractionFiles`, `ToPretrainExamples`) whose per-element work is a plain
+function of `data`, `wikipedia` or `features`; every skip is counted by reason and sent to a
 `failed` output. `task_files` says where a task's files are, `reports` turns
 counters into the job's JSON report, `runners` chooses the runner and
 `beam_options` checks the arguments meant for Beam against its options. The jobs in
 `beam_jobs/` only parse options and compose these.
 
-May import: `tapas_tf.data`, `tapas_tf.features`, `tapas_tf.tasks`.
+May import: `tapas_tf.data`, `tapas_tf.wikipedia`, `tapas_tf.features`, `tapas_tf.tasks`.
 """

@@ -8,8 +8,12 @@ its header flag and spans); `to_table` then:
 2. drops leading title rows (one cell across the whole width, as "Medal table" above a header);
 3. requires a header row: the first remaining row must be all header cells (`<th>`, `!`);
 4. drops body rows that are one cell across the whole width (section captions inside a table),
-   counting them;
+   rows with no text at all, and columns with no text below the header (image or colour-swatch
+   columns), counting them;
 5. refuses tables with more than `MAX_CELLS` cells, with no body row, or with one column.
+
+A one-cell row whose colspan is wider than the table (a footnote with `colspan=12` under eight
+columns) is narrowed to the table's width first, so that it cannot widen the grid.
 
 An infobox is a list of (label, value) pairs and becomes one header row and one data row
 (`infobox_table`). Refusals raise `TableRejected` with a reason from `REASONS`, which the Beam job
@@ -54,6 +58,8 @@ class GridStats:
     spans_clipped: int = 0
     title_rows_dropped: int = 0
     caption_rows_dropped: int = 0
+    empty_rows_dropped: int = 0
+    empty_columns_dropped: int = 0
 
 
 def _span(value: int, stats: GridStats) -> int:
@@ -98,6 +104,23 @@ def expand_spans(rows: Sequence[Sequence[RawCell]], stats: Optional[GridStats] =
             for row in grid]
 
 
+def _narrow_single_cell_rows(rows: Sequence[Sequence[RawCell]]) -> List[List[RawCell]]:
+    """One-cell rows spanning wider than the other rows are narrowed to their width."""
+    widths = [sum(max(cell.colspan, 1) for cell in row) for row in rows if len(row) > 1]
+    if not widths:
+        return [list(row) for row in rows]
+    width = max(widths)
+    return [[dataclasses.replace(row[0], colspan=width)] if len(row) == 1 and row[0].colspan > width
+            else list(row) for row in rows]
+
+
+def _drop_empty_columns(header: List[str], body: List[List[str]], stats: GridStats):
+    # A column whose body is empty holds images or colour swatches, whatever its header says.
+    keep = [c for c in range(len(header)) if any(row[c].strip() for row in body)]
+    stats.empty_columns_dropped += len(header) - len(keep)
+    return [header[c] for c in keep], [[row[c] for c in keep] for row in body]
+
+
 def _is_full_width_single(row: Sequence[RawCell], raw: Sequence[RawCell], width: int) -> bool:
     """A row made of one cell spanning the whole table (a title or caption row)."""
     return width > 1 and len(raw) == 1 and raw[0].colspan >= width
@@ -111,6 +134,7 @@ def to_table(rows: Sequence[Sequence[RawCell]], table_id: str, stats: Optional[G
       TableRejected: no header row, too many cells, no body row, one column, or no cells.
     """
     stats = stats if stats is not None else GridStats()
+    rows = _narrow_single_cell_rows(rows)
     grid = expand_spans(rows, stats)
     if not grid or not grid[0]:
         raise TableRejected("empty_table", f"{table_id}: the table has no cells")
@@ -130,11 +154,17 @@ def to_table(rows: Sequence[Sequence[RawCell]], table_id: str, stats: Optional[G
         if _is_full_width_single(grid[index], rows[index], width):
             stats.caption_rows_dropped += 1
             continue
-        body.append([cell.text for cell in grid[index]])
-    if width < 2:
-        raise TableRejected("single_column", f"{table_id}: one column")
+        texts = [cell.text for cell in grid[index]]
+        if not any(text.strip() for text in texts):
+            stats.empty_rows_dropped += 1
+            continue
+        body.append(texts)
     if not body:
         raise TableRejected("no_body_rows", f"{table_id}: a header row and nothing else")
+    header, body = _drop_empty_columns(header, body, stats)
+    width = len(header)
+    if width < 2:
+        raise TableRejected("single_column", f"{table_id}: one column")
     cells = width * (len(body) + 1)
     if cells > max_cells:
         raise TableRejected("too_many_cells", f"{table_id}: {cells} cells, at most {max_cells}")

@@ -85,3 +85,20 @@ def test_infobox_is_one_header_row_and_one_data_row():
     assert _texts(table) == [["Born", "Occupation"], ["1 May 1960", "Writer"]]
     with pytest.raises(TableRejected, match="1 filled"):
         infobox_table([("Born", "1960"), ("", "x")], "box")
+
+
+def test_an_over_wide_footnote_row_does_not_widen_the_table():
+    rows = [[H("a"), H("b")], [D("1"), D("2")], [D("Source: somewhere", colspan=12)]]
+    stats = GridStats()
+    assert _texts(to_table(rows, "t", stats)) == [["a", "b"], ["1", "2"]]
+    assert stats.caption_rows_dropped == 1
+
+
+def test_rows_and_columns_without_text_are_dropped_and_counted():
+    rows = [[H("Flag"), H("Nation"), H("Gold")],
+            [D(""), D("URS"), D("4")],
+            [D(""), D(""), D("")],
+            [D(""), D("YUG"), D("2")]]
+    stats = GridStats()
+    assert _texts(to_table(rows, "t", stats)) == [["Nation", "Gold"], ["URS", "4"], ["YUG", "2"]]
+    assert (stats.empty_rows_dropped, stats.empty_columns_dropped) == (1, 1)

@@ -1,0 +1,182 @@
+"""Beam job: Wikipedia pages -> Interactions -> masked-LM pre-training examples (paper, section 3).
+
+    python beam_jobs/create_pretrain_data.py --output_dir=out/pretrain \\
+        --input_dumps='dumps/enwiki-*-pages-articles*.xml.bz2' \\
+        --input_pages='wtq_pages/*/*.html.gz' [--exclude_tables=eval_tables.txt] \\
+        [--stage=all|extract|examples] [--input_interactions='interactions.txtpb.gz'] \\
+        [--runner=DataflowRunner --project=... --region=... --temp_location=gs://... \\
+         --setup_file=./setup.py] [--direct_num_workers=2 --direct_running_mode=multi_processing]
+
+Stages (`--stage`, default `all`, both in one pipeline):
+- extract: dumps (`--input_dumps`) and rendered pages (`--input_pages`) -> Interactions written to
+  OUTPUT_DIR/interactions/ as one-line text protos (`.txtpb.gz`, the format of Google's released
+  corpus) or TFRecords (`--interactions_format=tfrecord`);
+- examples: Interactions (those of extract, or `--input_interactions`, e.g. Google's released
+  `interactions.txtpb.gz`) -> OUTPUT_DIR/tf_examples/{train,test}.tfrecord-*.
+Then OUTPUT_DIR/pretrain_report.json with every counter. Flags that this job does not define go to
+Beam, if Beam's pipeline options know them.
+"""
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from typing import List, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions, TestOptions
+
+from tapas_tf.data.paths import ensure_writable_dir
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.pretrain_config import PretrainConfig
+from tapas_tf.pipelines import beam_options, pretrain_data, runners
+from tapas_tf.pipelines.classifier_data import COUNTER_NAMESPACE
+
+REPORT_FILE = "pretrain_report.json"
+STAGES = ("all", "extract", "examples")
+
+
+def build_pipeline(root, args: argparse.Namespace, config: Optional[PretrainConfig]) -> None:
+    """Adds the stages of `args.stage` to `root`."""
+    output_dir = args.output_dir
+    if args.stage in ("all", "extract"):
+        interactions = root | "Extract" >> pretrain_data.ExtractTables(
+            args.input_dumps, args.input_pages, args.exclude_tables, args.streams_per_range)
+        prefix = os.path.join(output_dir, "interactions", "interactions")
+        if args.interactions_format == "txtpb":
+            pretrain_data.write_text_protos(interactions, prefix)
+        else:
+            _ = interactions | "WriteInteractions" >> beam.io.WriteToTFRecord(
+                prefix, file_name_suffix=".tfrecord", coder=beam.coders.ProtoCoder(interaction_pb2.Interaction))
+    else:
+        interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(args.input_interactions)
+    if args.stage in ("all", "examples"):
+        examples = interactions | "Examples" >> pretrain_data.ToPretrainExamples(config)
+        for split in pretrain_data.SPLITS:
+            _ = getattr(examples, split) | f"Write/{split}" >> beam.io.WriteToTFRecord(
+                os.path.join(output_dir, "tf_examples", split), file_name_suffix=".tfrecord")
+
+
+def collect_report(result) -> dict:
+    """Every counter of the job, by name."""
+    counters = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))["counters"]
+    values = {}
+    for c in counters:
+        values[c.key.metric.name] = values.get(c.key.metric.name, 0) + int(c.committed or c.attempted or 0)
+    return dict(sorted(values.items()))
+
+
+def package_for_workers(options: PipelineOptions) -> Optional[str]:
+    """For a remote runner with nothing staged, builds this project's wheel and stages it.
+
+    Dataflow workers import tapas_tf to run the transforms; `--extra_package` or `--setup_file`
+    given by the user wins. Returns the wheel's path, or None when nothing was done.
+    """
+    runner = (options.view_as(StandardOptions).runner or "").lower()
+    setup = options.view_as(SetupOptions)
+    if "dataflow" not in runner or setup.extra_packages or setup.setup_file:
+        return None
+    project_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.exists(os.path.join(project_root, "pyproject.toml")):
+        logging.warning("Not in a source checkout: pass --extra_package=<tapas_tf wheel> for the workers")
+        return None
+    wheel_dir = tempfile.mkdtemp(prefix="tapas_tf_wheel_")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", wheel_dir, project_root], check=True)
+    (wheel,) = [os.path.join(wheel_dir, name) for name in os.listdir(wheel_dir) if name.endswith(".whl")]
+    setup.extra_packages = [wheel]
+    return wheel
+
+
+def run(args: argparse.Namespace, pipeline_args: Sequence[str]) -> dict:
+    """Runs the job and writes OUTPUT_DIR/pretrain_report.json; returns the report."""
+    _check_args(args)
+    config = pretrain_config(args) if args.stage in ("all", "examples") else None
+    options = PipelineOptions(list(pipeline_args))
+    package_for_workers(options)
+    if not args.output_dir.startswith("gs://"):
+        ensure_writable_dir(args.output_dir, "--output_dir")
+    pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
+    build_pipeline(pipeline, args, config)
+    result = pipeline.run()
+    result.wait_until_finish()
+    if options.view_as(TestOptions).dry_run:
+        # The runner translated the pipeline (for Dataflow: the job graph) and submitted nothing.
+        return {"stage": args.stage, "dry_run": True, "job": getattr(result, "job", None), "counters": {},
+                "extra_packages": options.view_as(SetupOptions).extra_packages}
+    report = {"stage": args.stage, "inputs": {"dumps": args.input_dumps, "pages": args.input_pages,
+                                              "interactions": args.input_interactions},
+              "config": None if config is None else config.__dict__, "counters": collect_report(result)}
+    with open(os.path.join(args.output_dir, REPORT_FILE), "w") as f:
+        json.dump(report, f, indent=2)
+    return report
+
+
+def pretrain_config(args: argparse.Namespace) -> PretrainConfig:
+    from tapas_tf.features.vocab import resolve_vocab_file
+
+    return PretrainConfig(
+        vocab_file=resolve_vocab_file(args.vocab_file), max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq, masked_lm_prob=args.masked_lm_prob,
+        min_snippet_pieces=args.min_snippet_pieces, max_snippet_pieces=args.max_snippet_pieces,
+        dupe_factor=args.dupe_factor, random_seed=args.random_seed, test_fraction=args.test_fraction)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.stage in ("all", "extract") and not (args.input_dumps or args.input_pages):
+        raise ValueError(f"--stage={args.stage} needs --input_dumps or --input_pages")
+    if args.stage == "examples" and not args.input_interactions:
+        raise ValueError("--stage=examples needs --input_interactions")
+    if args.stage != "examples" and args.input_interactions:
+        raise ValueError("--input_interactions is read by --stage=examples only")
+    if args.exclude_tables and not os.path.exists(args.exclude_tables) and "://" not in args.exclude_tables:
+        raise FileNotFoundError(f"--exclude_tables={args.exclude_tables}: no such file")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--output_dir", required=True)
+    p.add_argument("--stage", choices=STAGES, default="all")
+    p.add_argument("--input_dumps", action="append", default=[], help="Glob of pages-articles dumps (repeatable).")
+    p.add_argument("--input_pages", action="append", default=[], help="Glob of rendered pages (repeatable).")
+    p.add_argument("--input_interactions", action="append", default=[],
+                   help="Glob of interaction files for --stage=examples (.txtpb[.gz] or TFRecord).")
+    p.add_argument("--exclude_tables", default=None,
+                   help="File of table ids, WTQ (csv/2xx-csv/N.csv) or SQA (table_csv/2xx_N.csv) names, "
+                        "or 'title:Page title' lines, left out of the interactions.")
+    p.add_argument("--streams_per_range", type=int, default=pretrain_data.STREAMS_PER_RANGE,
+                   help="bz2 streams (about 100 pages each) of a multistream dump read by one worker.")
+    p.add_argument("--interactions_format", choices=("txtpb", "tfrecord"), default="txtpb")
+    p.add_argument("--vocab_file", default=None, help="WordPiece vocabulary with [EMPTY]; default BERT's.")
+    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--max_predictions_per_seq", type=int, default=20)
+    p.add_argument("--masked_lm_prob", type=float, default=0.15)
+    p.add_argument("--min_snippet_pieces", type=int, default=8)
+    p.add_argument("--max_snippet_pieces", type=int, default=16)
+    p.add_argument("--dupe_factor", type=int, default=10)
+    p.add_argument("--random_seed", type=int, default=12345)
+    p.add_argument("--test_fraction", type=float, default=0.01)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    job_parser = parser()
+    args, pipeline_args = job_parser.parse_known_args(argv)
+    try:
+        beam_options.check_pipeline_args(pipeline_args, job_parser._option_string_actions)
+    except beam_options.PipelineArgsError as e:
+        job_parser.error(str(e))
+    try:
+        report = run(args, pipeline_args)
+    except (ValueError, OSError) as e:
+        job_parser.exit(1, f"{job_parser.prog}: error: {e}\n")
+    print(json.dumps(report["counters"], indent=2))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    main()

@@ -1,0 +1,325 @@
+"""Beam transforms of the pre-training data job: pages -> Interactions -> masked-LM examples.
+
+    extract:  dump files / rendered pages --ExtractTables--> Interactions (Google's corpus format)
+    examples: Interactions --ToPretrainExamples--> masked-LM tf.Examples, split train / test
+
+Files are matched with Beam's `fileio` and each is streamed by one worker: an XML dump with a
+pull parser (a multistream dump with its index is cut into byte ranges of streams first, so that
+one big file is read by many workers), a rendered page whole. Nothing holds more than one page in
+memory, so memory does not grow with the input. Every page, table and example is counted in the
+`tapas_tf` counter namespace by what became of it (`pages_*`, `tables_*`, `examples_*`,
+`interactions_*`), and the job's report is built from those counters.
+"""
+
+import logging
+import os
+import re
+from typing import FrozenSet, Iterable, Iterator, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+from google.protobuf import text_format
+
+from tapas_tf.data import number_annotation
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
+from tapas_tf.pipelines.classifier_data import COUNTER_NAMESPACE
+from tapas_tf.wikipedia import dump_reader, html_tables, wikitext_tables
+from tapas_tf.wikipedia.pretrain_interactions import ExtractedTable, to_interaction
+
+SPLITS = ("train", "test")
+# Streams of a multistream dump read by one worker (about 100 pages each).
+STREAMS_PER_RANGE = 10
+_WTQ_NAME = re.compile(r"(?:^|/)(?:csv/)?(\d{3})-csv/(\d+)\.csv$")
+_SQA_NAME = re.compile(r"(?:^|/)(?:table_csv/)?(\d{3})_(\d+)\.csv$")
+
+
+def counter(name: str):
+    return beam.metrics.Metrics.counter(COUNTER_NAMESPACE, name)
+
+
+# --- exclusion ----------------------------------------------------------------------------------
+
+
+def normalize_exclusion(line: str) -> Optional[str]:
+    """A line of an exclusion file as the name it matches (None for blanks and comments).
+
+    Table ids pass unchanged; WikiTableQuestions names (`csv/204-csv/590.csv`, `204-csv/590.csv`)
+    and SQA table files (`table_csv/204_590.csv`, the same tables) become `csv/204-csv/590.csv`,
+    which is the alias the rendered page of that table carries; `title:Some page` names a page.
+    """
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return None
+    for pattern in (_WTQ_NAME, _SQA_NAME):
+        found = pattern.search(text)
+        if found:
+            return f"csv/{found.group(1)}-csv/{found.group(2)}.csv"
+    return text
+
+
+def read_exclusions(path: str) -> FrozenSet[str]:
+    with FileSystems.open(path) as f:
+        names = (normalize_exclusion(line) for line in f.read().decode("utf-8").splitlines())
+        return frozenset(name for name in names if name)
+
+
+def is_excluded(extracted: ExtractedTable, title: str, excluded: FrozenSet[str]) -> bool:
+    names = {extracted.table.table_id, f"title:{title}", *getattr(extracted, "aliases", ())}
+    return bool(names & excluded)
+
+
+# --- extraction -----------------------------------------------------------------------------
+
+
+def _emit(tables: Iterable[ExtractedTable], rejections, title: str, excluded: FrozenSet[str]):
+    for rejection in rejections:
+        counter(f"tables_rejected_{rejection.reason}").inc()
+    for extracted in tables:
+        if is_excluded(extracted, title, excluded):
+            counter("tables_excluded").inc()
+            continue
+        counter(f"tables_extracted_{extracted.kind}").inc()
+        yield to_interaction(extracted)
+
+
+class _SplitDumpFn(beam.DoFn):
+    """A dump path -> (path, start, end) byte ranges: stream ranges when a multistream index is
+    beside it (`...-multistream.xml.bz2` and `...-multistream-index.txt.bz2`), else the whole file."""
+
+    def __init__(self, streams_per_range: int):
+        self._streams_per_range = streams_per_range
+
+    def process(self, path: str) -> Iterator[Tuple[str, Optional[int], Optional[int]]]:
+        index = multistream_index(path)
+        if index is None:
+            yield path, None, None
+            return
+        ranges = dump_reader.stream_ranges(dump_reader.stream_offsets(index), self._streams_per_range)
+        counter("dump_ranges").inc(len(ranges))
+        for start, end in ranges:
+            yield path, start, end
+
+
+def multistream_index(path: str) -> Optional[str]:
+    if not path.endswith("-multistream.xml.bz2"):
+        return None
+    index = path[: -len(".xml.bz2")] + "-index.txt.bz2"
+    return index if FileSystems.exists(index) else None
+
+
+class _ExtractDumpFn(beam.DoFn):
+    """A byte range of a dump -> Interactions of its pages' wikitables and infoboxes."""
+
+    def __init__(self, exclusions_path: Optional[str]):
+        self._exclusions_path = exclusions_path
+        self._excluded: FrozenSet[str] = frozenset()
+
+    def setup(self):
+        self._excluded = read_exclusions(self._exclusions_path) if self._exclusions_path else frozenset()
+
+    def process(self, source: Tuple[str, Optional[int], Optional[int]]) -> Iterator:
+        path, start, end = source
+        for item in dump_reader.iter_pages(path, start, end, opener=_open_binary):
+            if isinstance(item, dump_reader.DumpError):
+                counter(f"dump_errors_{item.reason}").inc()
+                logging.warning("%s", item)
+                continue
+            counter("pages_read").inc()
+            skip = wikitext_tables.page_skip_reason(item)
+            if skip:
+                counter(f"pages_skipped_{skip}").inc()
+                continue
+            yield from self._page(item)
+
+    def _page(self, page) -> Iterator[interaction_pb2.Interaction]:
+        try:
+            tables, rejections = wikitext_tables.extract_page_tables(page)
+        except Exception as e:  # pylint: disable=broad-except
+            # A page the parser cannot take (or an extractor bug) costs that page only.
+            reason = "parse_error" if isinstance(e, wikitext_tables.PageParseError) else "unexpected_error"
+            counter(f"pages_failed_{reason}").inc()
+            logging.warning("Page %r failed: %s", page.title, e)
+            return
+        counter("pages_with_tables" if tables else "pages_without_tables").inc()
+        yield from _emit(tables, rejections, page.title, self._excluded)
+
+
+class _ExtractHtmlFn(beam.DoFn):
+    """A rendered page (`N.html[.gz]` with `N.json` beside it) -> Interactions of its tables."""
+
+    def __init__(self, exclusions_path: Optional[str]):
+        self._exclusions_path = exclusions_path
+        self._excluded: FrozenSet[str] = frozenset()
+
+    def setup(self):
+        self._excluded = read_exclusions(self._exclusions_path) if self._exclusions_path else frozenset()
+
+    def process(self, path: str) -> Iterator:
+        counter("pages_read").inc()
+        try:
+            page = html_tables.parse_page(path, _read_bytes(path), _read_metadata(path))
+            tables, rejections = html_tables.extract_html(page)
+        except Exception as e:  # pylint: disable=broad-except
+            reason = e.reason if isinstance(e, html_tables.PageError) else "unexpected_error"
+            counter(f"pages_failed_{reason}").inc()
+            logging.warning("Page %s failed: %s", path, e)
+            return
+        counter("pages_with_tables" if tables else "pages_without_tables").inc()
+        yield from _emit(tables, rejections, page.title, self._excluded)
+
+
+def _open_binary(path: str):
+    """Any path Beam's file systems know (local, gs://, ...), raw bytes (no decompression)."""
+    return FileSystems.open(path, compression_type="uncompressed")
+
+
+def _read_bytes(path: str) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        return f.read()
+
+
+def _read_metadata(path: str) -> Optional[bytes]:
+    stem = path[:-len(".gz")] if path.endswith(".gz") else path
+    json_path = os.path.splitext(stem)[0] + ".json"
+    return _read_bytes(json_path) if FileSystems.exists(json_path) else None
+
+
+def _matched(root, label: str, patterns: Iterable[str]):
+    return (root
+            | f"{label}/Patterns" >> beam.Create(list(patterns))
+            | f"{label}/Match" >> fileio.MatchAll(empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
+            | f"{label}/Paths" >> beam.Map(lambda metadata: metadata.path))
+
+
+class ExtractTables(beam.PTransform):
+    """Dump and page file patterns -> Interactions, one per kept table, in the released format.
+
+    Args:
+      dump_patterns: globs of `pages-articles` dumps (`.xml`, `.xml.bz2`, multistream too).
+      html_patterns: globs of rendered pages (`.html`, `.html.gz`, with `.json` metadata beside).
+      exclusions_path: a file of table ids, WTQ/SQA table names or `title:...` lines to leave out.
+      streams_per_range: bz2 streams of a multistream dump read by one worker.
+    """
+
+    def __init__(self, dump_patterns: Iterable[str] = (), html_patterns: Iterable[str] = (),
+                 exclusions_path: Optional[str] = None, streams_per_range: int = STREAMS_PER_RANGE):
+        super().__init__()
+        self._streams_per_range = streams_per_range
+        self._dumps = list(dump_patterns)
+        self._pages = list(html_patterns)
+        self._exclusions_path = exclusions_path
+
+    def expand(self, root):
+        outputs = []
+        if self._dumps:
+            outputs.append(_matched(root, "Dumps", self._dumps)
+                           | "Dumps/Split" >> beam.ParDo(_SplitDumpFn(self._streams_per_range))
+                           | "Dumps/Spread" >> beam.Reshuffle()
+                           | "Dumps/Extract" >> beam.ParDo(_ExtractDumpFn(self._exclusions_path)))
+        if self._pages:
+            outputs.append(_matched(root, "Pages", self._pages)
+                           | "Pages/OnlyPages" >> beam.Filter(lambda p: p.endswith((".html", ".html.gz")))
+                           | "Pages/Spread" >> beam.Reshuffle()
+                           | "Pages/Extract" >> beam.ParDo(_ExtractHtmlFn(self._exclusions_path)))
+        if not outputs:
+            raise ValueError("ExtractTables needs dump or page patterns")
+        return tuple(outputs) | "Interactions" >> beam.Flatten()
+
+
+# --- released interactions ----------------------------------------------------------------------
+
+
+class _ParseTextProtoFn(beam.DoFn):
+    def process(self, line: str) -> Iterator[interaction_pb2.Interaction]:
+        if not line.strip():
+            return
+        try:
+            yield text_format.Parse(line, interaction_pb2.Interaction())
+        except text_format.ParseError as e:
+            counter("interactions_bad_line").inc()
+            logging.warning("Unreadable interaction line: %s", e)
+
+
+class ReadInteractionFiles(beam.PTransform):
+    """Interaction files -> Interactions: one-line text protos (`.txtpb`, `.txtpb.gz`, as Google
+    released its corpus) or TFRecords of binary protos (anything else). A line that does not parse
+    is counted (`interactions_bad_line`) and skipped."""
+
+    def __init__(self, patterns: Iterable[str]):
+        super().__init__()
+        self._patterns = list(patterns)
+
+    def expand(self, root):
+        text = [p for p in self._patterns if ".txtpb" in p]
+        binary = [p for p in self._patterns if ".txtpb" not in p]
+        outputs = []
+        for index, pattern in enumerate(text):
+            outputs.append(root | f"ReadText{index}" >> beam.io.ReadFromText(pattern)
+                           | f"ParseText{index}" >> beam.ParDo(_ParseTextProtoFn()))
+        for index, pattern in enumerate(binary):
+            outputs.append(root | f"ReadTFRecord{index}" >> beam.io.ReadFromTFRecord(
+                pattern, coder=beam.coders.ProtoCoder(interaction_pb2.Interaction)))
+        return tuple(outputs) | "AllInteractions" >> beam.Flatten()
+
+
+def write_text_protos(interactions, prefix: str, num_shards: int = 0):
+    """Interactions -> one-line text protos, gzipped, as Google's released corpus."""
+    return (interactions
+            | "ToTextLine" >> beam.Map(lambda i: text_format.MessageToString(i, as_one_line=True))
+            | "WriteText" >> beam.io.WriteToText(prefix, file_name_suffix=".txtpb.gz", num_shards=num_shards))
+
+
+# --- examples -------------------------------------------------------------------------------------
+
+
+class _ToExamplesFn(beam.DoFn):
+    """Interaction -> serialized masked-LM examples, tagged by split (`SPLITS`)."""
+
+    def __init__(self, config: PretrainConfig):
+        self._config = config
+        self._maker = None
+
+    def setup(self):
+        from tapas_tf.features.pretrain_examples import PretrainExampleMaker
+
+        self._maker = PretrainExampleMaker(self._config)
+
+    def process(self, interaction: interaction_pb2.Interaction) -> Iterator:
+        counter("interactions_read").inc()
+        try:
+            number_annotation.add_numeric_values(interaction)
+            results = list(self._maker.make(interaction))
+        except Exception as e:  # pylint: disable=broad-except
+            counter("examples_skipped_unexpected_error").inc(self._config.dupe_factor)
+            logging.warning("Interaction %s failed: %s", interaction.id, e)
+            return
+        split = split_of(interaction.table.table_id or interaction.id, self._config.test_fraction)
+        for result in results:
+            if isinstance(result, PretrainSkip):
+                counter(f"examples_skipped_{result.reason.value}").inc()
+                continue
+            for name, value in result.stats.items():
+                if value:
+                    counter(f"limit_{name}").inc(value)
+            counter(f"examples_written_{split}").inc()
+            # Deterministic: map fields would otherwise be written in an order that varies by process.
+            yield pvalue.TaggedOutput(split, result.to_tf_example().SerializeToString(deterministic=True))
+
+
+class ToPretrainExamples(beam.PTransform):
+    """Interactions -> serialized masked-LM tf.Examples; outputs `train` and `test`.
+
+    Numbers and dates are annotated first (ranks need them). Each interaction gives
+    `config.dupe_factor` examples or counted skips, each seeded from its table id, duplicate index
+    and `config.random_seed`, so the output does not depend on the runner or worker count.
+    """
+
+    def __init__(self, config: PretrainConfig):
+        super().__init__()
+        self._config = config
+
+    def expand(self, interactions):
+        return interactions | "MakeExamples" >> beam.ParDo(_ToExamplesFn(self._config)).with_outputs(*SPLITS)
