@@ -6,10 +6,13 @@ its header flag and spans); `to_table` then:
 1. expands colspan and rowspan, copying a spanning cell's text into every position it covers, and
    pads short rows with empty cells;
 2. drops leading title rows (one cell across the whole width, as "Medal table" above a header);
-3. requires a header row: the first remaining row must be all header cells (`<th>`, `!`);
+3. requires a header row: the first remaining row must be all header cells (`<th>`, `!`); the
+   all-header rows right below it are merged into it, column by column ("Results" over "Score"
+   gives "Results Score"), as a reader reads a two-row header;
 4. drops body rows that are one cell across the whole width (section captions inside a table),
-   rows with no text at all, and columns with no text below the header (image or colour-swatch
-   columns), counting them;
+   rows with no text at all, rows whose only cells span the rows below them (a year written once
+   above its entries: its text is copied into those rows, and the row itself has no height),
+   and columns with no text below the header (image or colour-swatch columns), counting them;
 5. refuses tables with more than `MAX_CELLS` cells, with no body row, or with one column.
 
 A one-cell row whose colspan is wider than the table (a footnote with `colspan=12` under eight
@@ -60,6 +63,8 @@ class GridStats:
     caption_rows_dropped: int = 0
     empty_rows_dropped: int = 0
     empty_columns_dropped: int = 0
+    header_rows_merged: int = 0
+    spanning_rows_dropped: int = 0
 
 
 def _span(value: int, stats: GridStats) -> int:
@@ -121,6 +126,11 @@ def _drop_empty_columns(header: List[str], body: List[List[str]], stats: GridSta
     return [header[c] for c in keep], [[row[c] for c in keep] for row in body]
 
 
+def _only_spans_down(raw: Sequence[RawCell], width: int) -> bool:
+    """A row whose own cells all span down and leave the rest of the row empty."""
+    return bool(raw) and all(cell.rowspan > 1 for cell in raw) and sum(c.colspan for c in raw) < width
+
+
 def _is_full_width_single(row: Sequence[RawCell], raw: Sequence[RawCell], width: int) -> bool:
     """A row made of one cell spanning the whole table (a title or caption row)."""
     return width > 1 and len(raw) == 1 and raw[0].colspan >= width
@@ -149,10 +159,19 @@ def to_table(rows: Sequence[Sequence[RawCell]], table_id: str, stats: Optional[G
     if start == len(grid) or not all(cell.is_header for cell in grid[start]):
         raise TableRejected("no_header_row", f"{table_id}: no row of header cells opens the table")
     header = [cell.text for cell in grid[start]]
+    start += 1
+    while start < len(grid) and all(cell.is_header for cell in grid[start]):
+        header = [top if top == below.text else f"{top} {below.text}".strip()
+                  for top, below in zip(header, grid[start])]
+        stats.header_rows_merged += 1
+        start += 1
     body = []
-    for index in range(start + 1, len(grid)):
+    for index in range(start, len(grid)):
         if _is_full_width_single(grid[index], rows[index], width):
             stats.caption_rows_dropped += 1
+            continue
+        if _only_spans_down(rows[index], width) and index + 1 < len(grid):
+            stats.spanning_rows_dropped += 1
             continue
         texts = [cell.text for cell in grid[index]]
         if not any(text.strip() for text in texts):

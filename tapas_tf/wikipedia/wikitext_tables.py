@@ -58,8 +58,10 @@ WIKITEXT_REASONS = ("template_cells",)
 INFOBOX_SKIPPED = re.compile(
     r"(^|\s)(image\w*|img\w*|logo\w*|map\w*|caption\w*|alt|upright|\w*style|\w*class|signature\w*|pushpin\w*"
     r"|seal\w*|relief|coordinates|coords|\w*size|embed|module\d*|child|subbox|onlysourced|noicon|nocat|qid"
-    r"|fetchwikidata|suppressfields|footnotes|header\d*|subheader\d*|above|below|title|italic title"
-    r"|(label|data)style|\w*width|decat|cianame)($|\s)")
+    r"|fetchwikidata|suppressfields|footnotes|header\d*|subheader\d*|above|below|italic title"
+    r"|(label|data)style|\w*width|decat|cianame|bgcolou?r|\w*colou?r|\w*url)($|\s)"
+    # "title" only as the whole name: "thesis title" or "album title" are facts.
+    r"|^title$")
 _ATTRIBUTE = re.compile(
     r"\b(colspan|rowspan|style|class|align|valign|bgcolor|width|height|scope|id|nowrap|data-sort-value"
     r"|data-sort-type)\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s\"']+)", re.IGNORECASE)

@@ -102,3 +102,36 @@ def test_rows_and_columns_without_text_are_dropped_and_counted():
     stats = GridStats()
     assert _texts(to_table(rows, "t", stats)) == [["Nation", "Gold"], ["URS", "4"], ["YUG", "2"]]
     assert (stats.empty_rows_dropped, stats.empty_columns_dropped) == (1, 1)
+
+
+def test_a_second_header_row_is_merged_into_the_first():
+    """
+        | Game | Results        | Place |
+        |      | Score | Record |       |
+        | 1    | 7-3   | 1-0    | Home  |
+    """
+    rows = [[H("Game", rowspan=2), H("Results", colspan=2), H("Place", rowspan=2)],
+            [H("Score"), H("Record")],
+            [D("1"), D("7-3"), D("1-0"), D("Home")]]
+    stats = GridStats()
+    assert _texts(to_table(rows, "t", stats)) == [["Game", "Results Score", "Results Record", "Place"],
+                                                  ["1", "7-3", "1-0", "Home"]]
+    assert stats.header_rows_merged == 1
+
+
+def test_a_row_that_only_spans_down_is_dropped_after_its_text_is_copied():
+    """A year written once in a row of its own, spanning its nominees below."""
+    rows = [[H("Year"), H("Film"), H("Designer")],
+            [D("1990", rowspan=3)],
+            [D("Dick Tracy"), D("Richard Sylbert")],
+            [D("Hamlet"), D("Dante Ferretti")]]
+    stats = GridStats()
+    assert _texts(to_table(rows, "t", stats)) == [["Year", "Film", "Designer"],
+                                                  ["1990", "Dick Tracy", "Richard Sylbert"],
+                                                  ["1990", "Hamlet", "Dante Ferretti"]]
+    assert stats.spanning_rows_dropped == 1
+
+
+def test_a_year_spanning_rows_that_have_their_own_cells_is_kept():
+    rows = [[H("Year"), H("Film")], [D("1990", rowspan=2), D("Dick Tracy")], [D("Hamlet")]]
+    assert _texts(to_table(rows, "t")) == [["Year", "Film"], ["1990", "Dick Tracy"], ["1990", "Hamlet"]]
