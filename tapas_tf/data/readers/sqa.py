@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers.common import ReaderError, read_csv_table, resolve_inside
-from tapas_tf.data.readers.tsv import TsvReader, TsvRecord
+from tapas_tf.data.readers.tsv import ReleaseFile, TsvRecord
 
 COLUMNS = ("id", "annotator", "position", "question", "table_file", "answer_coordinates", "answer_text")
 
@@ -103,7 +103,7 @@ def _parse_row(record: TsvRecord) -> Union[SqaRow, ReaderError]:
                   coordinates, texts, valid, record.path, record.first_line, record.last_line)
 
 
-class SqaFile:
+class SqaFile(ReleaseFile):
     """One SQA TSV file, read into interactions with every line accounted for.
 
     After iterating `interactions()`: `lines_read == header_lines + question_lines + the lines of
@@ -111,32 +111,14 @@ class SqaFile:
     yielded as question errors).
     """
 
-    def __init__(self, tsv_path: str, input_dir: str):
-        self.tsv_path = tsv_path
-        self.input_dir = input_dir
-        self._tsv = TsvReader(tsv_path, COLUMNS)
-        self.question_lines = 0
-        self.questions_read = 0
-
-    @property
-    def lines_read(self) -> int:
-        return self._tsv.lines_read
-
-    @property
-    def header_lines(self) -> int:
-        return self._tsv.header_lines
-
-    def check_header(self) -> None:
-        """Raises ReaderError naming the file and the missing columns (or a missing file)."""
-        self._tsv.check_header()
+    COLUMNS = COLUMNS
 
     def rows(self) -> Iterator[Union[SqaRow, ReaderError]]:
         """The file's rows in line order, with a ReaderError for each unusable line."""
         for item in self._tsv:
             row = item if isinstance(item, ReaderError) else _parse_row(item)
             if isinstance(row, SqaRow):
-                self.question_lines += row.num_lines
-                self.questions_read += 1
+                self._count(row)
             yield row
 
     def interactions(self) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:

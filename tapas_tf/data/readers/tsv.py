@@ -193,3 +193,39 @@ class TsvReader:
                        f"({', '.join(header)}), found {len(fields)}")
         yield ReaderError("malformed_line", message, path=self.path, first_line=number, last_line=number)
 
+
+class ReleaseFile:
+    """A release TSV file read into Interactions, with its lines accounted for (the base of the
+    SQA and WTQ readers).
+
+    Subclasses set `COLUMNS` (and `QUOTING`) and implement `interactions()`, adding to
+    `question_lines` and `questions_read` for every question they read. After iterating,
+    `lines_read == header_lines + question_lines + the lines of the line errors yielded`.
+    """
+
+    COLUMNS: Sequence[str] = ()
+    QUOTING = True
+
+    def __init__(self, tsv_path: str, input_dir: str):
+        self.tsv_path = tsv_path
+        self.input_dir = input_dir
+        self._tsv = TsvReader(tsv_path, self.COLUMNS, quoting=self.QUOTING)
+        self.question_lines = 0
+        self.questions_read = 0
+
+    @property
+    def lines_read(self) -> int:
+        return self._tsv.lines_read
+
+    @property
+    def header_lines(self) -> int:
+        return self._tsv.header_lines
+
+    def check_header(self) -> None:
+        """Raises ReaderError naming the file and the missing columns (or a missing file)."""
+        self._tsv.check_header()
+
+    def _count(self, record) -> None:
+        """Counts one question read from `record` (anything with `num_lines`)."""
+        self.question_lines += record.num_lines
+        self.questions_read += 1

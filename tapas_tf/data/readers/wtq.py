@@ -17,7 +17,7 @@ from typing import Dict, Iterator, List, Union
 from tapas_tf.data.number_parsing import parse_plain_number
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers.common import ReaderError, make_table, read_table_bytes, resolve_inside
-from tapas_tf.data.readers.tsv import TsvReader
+from tapas_tf.data.readers.tsv import ReleaseFile
 
 COLUMNS = ("id", "utterance", "context", "targetValue")
 
@@ -55,32 +55,16 @@ def read_wtq_table(input_dir: str, context: str) -> interaction_pb2.Table:
                       [[unescape(c) for c in row] for row in rows[1:]])
 
 
-class WtqFile:
+class WtqFile(ReleaseFile):
     """One WTQ TSV file, read into one interaction per question, with every line accounted for.
 
     The same accounting as `sqa.SqaFile`: after iterating `interactions()`,
     `lines_read == header_lines + question_lines + the lines of the line errors yielded`.
     """
 
-    def __init__(self, tsv_path: str, input_dir: str):
-        self.tsv_path = tsv_path
-        self.input_dir = input_dir
-        # WTQ escapes tabs and newlines instead of quoting: a `"` is an ordinary character.
-        self._tsv = TsvReader(tsv_path, COLUMNS, quoting=False)
-        self.question_lines = 0
-        self.questions_read = 0
-
-    @property
-    def lines_read(self) -> int:
-        return self._tsv.lines_read
-
-    @property
-    def header_lines(self) -> int:
-        return self._tsv.header_lines
-
-    def check_header(self) -> None:
-        """Raises ReaderError naming the file and the missing columns (or a missing file)."""
-        self._tsv.check_header()
+    COLUMNS = COLUMNS
+    # WTQ escapes tabs and newlines instead of quoting: a `"` is an ordinary character.
+    QUOTING = False
 
     def interactions(self) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:
         tables: Dict[str, Union[interaction_pb2.Table, ReaderError]] = {}
@@ -89,8 +73,7 @@ class WtqFile:
                 yield record
                 continue
             fields = record.fields
-            self.question_lines += record.num_lines
-            self.questions_read += 1
+            self._count(record)
             context = fields["context"]
             if context not in tables:
                 try:
