@@ -41,6 +41,13 @@ SIZES: Dict[str, Dict[str, int]] = {
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 AVERAGE_APPROXIMATION_FUNCTIONS = ("ratio", "first_order", "second_order")
 NUM_TOKEN_TYPES = 7
+# Ablation switches of the input embeddings (the paper's Table 7); each removes one table.
+EMBEDDING_SWITCHES = (
+    "use_position_embeddings",
+    "use_rank_embeddings",
+    "use_column_embeddings",
+    "use_row_embeddings",
+)
 # NONE plus the three operators SUM, AVERAGE, COUNT whose expected results the answer loss mixes.
 NUM_AGGREGATION_LABELS_WITH_ANSWER_LOSS = 4
 
@@ -65,6 +72,15 @@ class TapasConfig:
       initializer_range: float, stddev of the truncated normal weight initialiser.
       layer_norm_eps: float, LayerNorm epsilon.
       reset_position_index_per_cell: bool, restart position ids at the first token of each cell.
+      use_position_embeddings: bool, add position embeddings (false: the "no position
+        embeddings" ablation of the paper's Table 7; the table is not created).
+      use_rank_embeddings: bool, add the column_ranks and inv_column_ranks embeddings (false:
+        the "no rank embeddings" ablation; token types 4 and 5 get no table).
+      use_column_embeddings: bool, add the column_ids embeddings (false: "no column
+        embeddings"; column ids still index cells for positions and the heads).
+      use_row_embeddings: bool, add the row_ids embeddings (false: "no row embeddings"; row ids
+        still index cells). A released checkpoint imported into a model with a switch off has
+        the switched-off tables dropped and listed in its import report.
       max_num_rows: int, row segments of the cell index (larger row ids share the last one).
       max_num_columns: int, column segments (larger column ids share the last one).
       select_one_column: bool, hierarchical loss: pick one column, then cells in it.
@@ -101,6 +117,10 @@ class TapasConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     reset_position_index_per_cell: bool = True
+    use_position_embeddings: bool = True
+    use_rank_embeddings: bool = True
+    use_column_embeddings: bool = True
+    use_row_embeddings: bool = True
     max_num_rows: int = 64
     max_num_columns: int = 32
     select_one_column: bool = True
@@ -200,6 +220,9 @@ def _validate(config: TapasConfig) -> None:
         _check_int(config, name, minimum=1)
     for name in ("num_aggregation_labels", "num_classification_labels"):
         _check_int(config, name, minimum=0)
+    for name in EMBEDDING_SWITCHES:
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be a bool, got {getattr(config, name)!r}.")
     if config.hidden_size % config.num_attention_heads:
         raise ValueError(
             f"hidden_size ({config.hidden_size}) is not divisible by "

@@ -21,6 +21,11 @@ cell, so the position says where the token is inside its cell. A hand-drawn exam
 
 Question tokens and padding share cell (0, 0), whose first token is [CLS], so they keep their
 absolute positions.
+
+The ablations of the paper's Table 7 switch single embeddings off: `use_position_embeddings`,
+`use_column_embeddings` (column_ids), `use_row_embeddings` (row_ids) and `use_rank_embeddings`
+(column_ranks and inv_column_ranks). A switched-off table is not created and adds nothing to the
+sum; the ids themselves are still read elsewhere (cell positions, the cell index of the heads).
 """
 
 from typing import Any, Dict, Mapping, Sequence
@@ -30,6 +35,14 @@ import tf_keras
 
 # The seven token-type feature names, in the order of `type_vocab_sizes`.
 from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES
+
+# Token-type features whose table an ablation switch (a constructor argument) can remove.
+TOKEN_TYPE_SWITCHES: Dict[str, str] = {
+    "column_ids": "use_column_embeddings",
+    "row_ids": "use_row_embeddings",
+    "column_ranks": "use_rank_embeddings",
+    "inv_column_ranks": "use_rank_embeddings",
+}
 
 
 def cell_position_ids(column_ids: tf.Tensor, row_ids: tf.Tensor, max_position_embeddings: int) -> tf.Tensor:
@@ -71,7 +84,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
       word_embeddings <float32>[vocab_size, hidden]; position_embeddings
       <float32>[max_position_embeddings, hidden]; token_type_embeddings_{i}
       <float32>[type_vocab_sizes[i], hidden] for i in 0..6; LayerNorm gamma and beta
-      <float32>[hidden].
+      <float32>[hidden]. A table switched off below is not created (its attribute, or its entry
+      of `token_type_embeddings`, is None) and is missing from `weight_map`.
 
     Args:
       vocab_size: int, number of word ids.
@@ -82,6 +96,11 @@ class TapasEmbeddings(tf_keras.layers.Layer):
       layer_norm_eps: float, LayerNorm epsilon.
       dropout_rate: float, dropout on the normalised sum.
       reset_position_index_per_cell: bool, use `cell_position_ids` instead of absolute positions.
+      use_position_embeddings: bool, add the position table (off: no position information).
+      use_column_embeddings: bool, add the column_ids table (token_type_embeddings_1).
+      use_row_embeddings: bool, add the row_ids table (token_type_embeddings_2).
+      use_rank_embeddings: bool, add the column_ranks and inv_column_ranks tables
+        (token_type_embeddings_4 and _5).
 
     Call args:
       features: dict with "input_ids" and the seven `TOKEN_TYPE_FEATURES`, each
@@ -102,6 +121,10 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         layer_norm_eps: float = 1e-12,
         dropout_rate: float = 0.1,
         reset_position_index_per_cell: bool = True,
+        use_position_embeddings: bool = True,
+        use_column_embeddings: bool = True,
+        use_row_embeddings: bool = True,
+        use_rank_embeddings: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -123,12 +146,25 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.dropout_rate = dropout_rate
         self.reset_position_index_per_cell = reset_position_index_per_cell
+        self.use_position_embeddings = use_position_embeddings
+        self.use_column_embeddings = use_column_embeddings
+        self.use_row_embeddings = use_row_embeddings
+        self.use_rank_embeddings = use_rank_embeddings
+
+    def _uses_token_type(self, feature: str) -> bool:
+        """False when an ablation switch removes the table of token-type `feature`."""
+        switch = TOKEN_TYPE_SWITCHES.get(feature)
+        return switch is None or bool(getattr(self, switch))
 
     def build(self, input_shape=None):
         self.word_embeddings = self._table("word_embeddings", self.vocab_size)
-        self.position_embeddings = self._table("position_embeddings", self.max_position_embeddings)
+        self.position_embeddings = None
+        if self.use_position_embeddings:
+            self.position_embeddings = self._table("position_embeddings", self.max_position_embeddings)
+        # One entry per token type; None where an ablation switch removes the table.
         self.token_type_embeddings = [
-            self._table(f"token_type_embeddings_{i}", size) for i, size in enumerate(self.type_vocab_sizes)
+            self._table(f"token_type_embeddings_{i}", size) if self._uses_token_type(feature) else None
+            for i, (feature, size) in enumerate(zip(TOKEN_TYPE_FEATURES, self.type_vocab_sizes))
         ]
         with tf.name_scope(self.layer_norm.name):
             self.layer_norm.build([None, None, self.hidden_size])
@@ -146,19 +182,23 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         if missing:
             raise ValueError(f"TapasEmbeddings needs features {', '.join(missing)}.")
         input_ids = tf.cast(features["input_ids"], tf.int32)
+        embeddings = tf.gather(self.word_embeddings, input_ids)
+        if self.position_embeddings is not None:
+            embeddings += tf.gather(self.position_embeddings, self._position_ids(features, input_ids))
+        for name, table in zip(TOKEN_TYPE_FEATURES, self.token_type_embeddings):
+            if table is not None:
+                embeddings += tf.gather(table, tf.cast(features[name], tf.int32))
+        return self.dropout(self.layer_norm(embeddings), training=training)
+
+    def _position_ids(self, features: Mapping[str, tf.Tensor], input_ids: tf.Tensor) -> tf.Tensor:
+        """<int32>[batch or 1, seq_len]: positions in the cell, or absolute positions."""
         if self.reset_position_index_per_cell:
-            position_ids = cell_position_ids(
+            return cell_position_ids(
                 tf.cast(features["column_ids"], tf.int32),
                 tf.cast(features["row_ids"], tf.int32),
                 self.max_position_embeddings,
             )
-        else:
-            position_ids = tf.range(tf.shape(input_ids)[1])[None, :]
-        embeddings = tf.gather(self.word_embeddings, input_ids)
-        embeddings += tf.gather(self.position_embeddings, position_ids)
-        for name, table in zip(TOKEN_TYPE_FEATURES, self.token_type_embeddings):
-            embeddings += tf.gather(table, tf.cast(features[name], tf.int32))
-        return self.dropout(self.layer_norm(embeddings), training=training)
+        return tf.range(tf.shape(input_ids)[1])[None, :]
 
     @property
     def embedding_table(self) -> tf.Variable:
@@ -166,13 +206,30 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         return self.word_embeddings
 
     def weight_map(self, prefix: str = "bert/embeddings") -> Dict[str, tf.Variable]:
-        """TF1 checkpoint name -> variable; every shape equals the TF1 shape."""
-        names = {"word_embeddings": self.word_embeddings, "position_embeddings": self.position_embeddings}
+        """TF1 checkpoint name -> variable; every shape equals the TF1 shape.
+
+        Tables switched off are left out; `disabled_weight_names` lists their names.
+        """
+        names = {"word_embeddings": self.word_embeddings}
+        if self.position_embeddings is not None:
+            names["position_embeddings"] = self.position_embeddings
         for i, table in enumerate(self.token_type_embeddings):
-            names[f"token_type_embeddings_{i}"] = table
+            if table is not None:
+                names[f"token_type_embeddings_{i}"] = table
         names["LayerNorm/gamma"] = self.layer_norm.gamma
         names["LayerNorm/beta"] = self.layer_norm.beta
         return {f"{prefix}/{name}": variable for name, variable in names.items()}
+
+    def disabled_weight_names(self, prefix: str = "bert/embeddings") -> Dict[str, str]:
+        """TF1 name of every table an ablation switch removes -> the switch, e.g.
+        {"bert/embeddings/token_type_embeddings_2": "use_row_embeddings"}."""
+        disabled = {}
+        if not self.use_position_embeddings:
+            disabled[f"{prefix}/position_embeddings"] = "use_position_embeddings"
+        for i, feature in enumerate(TOKEN_TYPE_FEATURES):
+            if not self._uses_token_type(feature):
+                disabled[f"{prefix}/token_type_embeddings_{i}"] = TOKEN_TYPE_SWITCHES[feature]
+        return disabled
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
@@ -186,6 +243,10 @@ class TapasEmbeddings(tf_keras.layers.Layer):
                 "layer_norm_eps": self.layer_norm_eps,
                 "dropout_rate": self.dropout_rate,
                 "reset_position_index_per_cell": self.reset_position_index_per_cell,
+                "use_position_embeddings": self.use_position_embeddings,
+                "use_column_embeddings": self.use_column_embeddings,
+                "use_row_embeddings": self.use_row_embeddings,
+                "use_rank_embeddings": self.use_rank_embeddings,
             }
         )
         return config

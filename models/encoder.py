@@ -82,6 +82,8 @@ class TapasEncoder(tf_keras.layers.Layer):
       initializer_range: float, stddev of the truncated normal initialiser.
       layer_norm_eps: float, LayerNorm epsilon.
       reset_position_index_per_cell: bool, positions restart in each cell.
+      use_position_embeddings, use_column_embeddings, use_row_embeddings, use_rank_embeddings:
+        bools, the ablation switches of `TapasEmbeddings` (off: that table is not created).
       add_pooling_layer: bool, build the [CLS] pooler (the MLM model can do without).
 
     Call args:
@@ -115,6 +117,10 @@ class TapasEncoder(tf_keras.layers.Layer):
         initializer_range: float = 0.02,
         layer_norm_eps: float = 1e-12,
         reset_position_index_per_cell: bool = True,
+        use_position_embeddings: bool = True,
+        use_column_embeddings: bool = True,
+        use_row_embeddings: bool = True,
+        use_rank_embeddings: bool = True,
         add_pooling_layer: bool = True,
         **kwargs,
     ):
@@ -136,6 +142,10 @@ class TapasEncoder(tf_keras.layers.Layer):
             layer_norm_eps=layer_norm_eps,
             dropout_rate=hidden_dropout_prob,
             reset_position_index_per_cell=reset_position_index_per_cell,
+            use_position_embeddings=use_position_embeddings,
+            use_column_embeddings=use_column_embeddings,
+            use_row_embeddings=use_row_embeddings,
+            use_rank_embeddings=use_rank_embeddings,
             name="embeddings",
         )
         self.attention_mask = nlp_layers.SelfAttentionMask(name="attention_mask")
@@ -174,6 +184,10 @@ class TapasEncoder(tf_keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.reset_position_index_per_cell = reset_position_index_per_cell
+        self.use_position_embeddings = use_position_embeddings
+        self.use_column_embeddings = use_column_embeddings
+        self.use_row_embeddings = use_row_embeddings
+        self.use_rank_embeddings = use_rank_embeddings
         self.add_pooling_layer = add_pooling_layer
 
     @classmethod
@@ -193,6 +207,10 @@ class TapasEncoder(tf_keras.layers.Layer):
             initializer_range=config.initializer_range,
             layer_norm_eps=config.layer_norm_eps,
             reset_position_index_per_cell=config.reset_position_index_per_cell,
+            use_position_embeddings=config.use_position_embeddings,
+            use_column_embeddings=config.use_column_embeddings,
+            use_row_embeddings=config.use_row_embeddings,
+            use_rank_embeddings=config.use_rank_embeddings,
             **kwargs,
         )
 
@@ -245,6 +263,10 @@ class TapasEncoder(tf_keras.layers.Layer):
                 "initializer_range": self.initializer_range,
                 "layer_norm_eps": self.layer_norm_eps,
                 "reset_position_index_per_cell": self.reset_position_index_per_cell,
+                "use_position_embeddings": self.use_position_embeddings,
+                "use_column_embeddings": self.use_column_embeddings,
+                "use_row_embeddings": self.use_row_embeddings,
+                "use_rank_embeddings": self.use_rank_embeddings,
                 "add_pooling_layer": self.add_pooling_layer,
             }
         )

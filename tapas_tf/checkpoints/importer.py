@@ -11,6 +11,9 @@ The import is strict: a weight of the target model that the checkpoint does not 
 checkpoint tensor that nothing uses, stops it with the list of names. `--skip_heads` allows,
 on purpose, leaving the heads and the pooler at their fresh initialisation and dropping the
 source's heads that the target does not have (e.g. the masked-LM head when fine-tuning).
+An embedding table that the target's config switches off (the ablations `use_position_embeddings`,
+`use_rank_embeddings`, `use_column_embeddings`, `use_row_embeddings` set to false, e.g. through
+`--model_options`) is always dropped, and listed under "dropped" and in a note of the report.
 
 The target model is a TapasForMaskedLM when the checkpoint has a masked-LM head (with the
 next-sentence head if it has one too), else a TapasForQuestionAnswering; `--target` forces it.
@@ -53,6 +56,7 @@ class AssignReport:
     mapped: List[str]
     fresh: List[str]
     dropped: List[str]
+    notes: List[str] = dataclasses.field(default_factory=list)
 
 
 def parse_model_options(text: Optional[str]) -> Dict[str, Any]:
@@ -119,6 +123,9 @@ def assign_weights(
         the model lacks. Encoder weights are never optional.
       unknown: source tensor names that map to no TAPAS variable (always refused).
 
+    Checkpoint tables of embeddings that the model's config switches off are always dropped,
+    with a note naming the switch.
+
     Raises:
       ValueError: listing the unset weights, the unused tensors, or the shape mismatches.
     """
@@ -131,6 +138,11 @@ def assign_weights(
         dropped = [name for name in unused if names.is_head_name(name)]
         missing = [name for name in missing if name not in fresh]
         unused = [name for name in unused if name not in dropped]
+    disabled = disabled_weight_names(model)
+    ablated = [name for name in unused if name in disabled]
+    notes = [f"dropped {name}: {disabled[name]}=false" for name in ablated]
+    dropped += ablated
+    unused = [name for name in unused if name not in disabled]
     unused += list(unknown)
     if missing or unused:
         problems = []
@@ -152,7 +164,15 @@ def assign_weights(
         if name in arrays:
             variable.assign(np.reshape(arrays[name], variable.shape).astype(variable.dtype.as_numpy_dtype))
             mapped.append(name)
-    return AssignReport(mapped=mapped, fresh=fresh, dropped=dropped)
+    return AssignReport(mapped=mapped, fresh=fresh, dropped=dropped, notes=notes)
+
+
+def disabled_weight_names(model) -> Dict[str, str]:
+    """TF1 name -> switch, for the embedding tables that `model`'s config switches off."""
+    encoder = getattr(model, "encoder", None)
+    if encoder is None:
+        return {}
+    return encoder.embeddings.disabled_weight_names("bert/embeddings")
 
 
 def export_tf1_arrays(model) -> Dict[str, np.ndarray]:
@@ -217,7 +237,7 @@ def import_checkpoint(
             "mapped": len(assigned.mapped),
             "fresh": assigned.fresh,
             "dropped": assigned.dropped,
-            "notes": notes,
+            "notes": notes + assigned.notes,
         }
         write_model_dir(model, config, model_dir, report)
         if os.path.exists(os.path.join(source_dir, VOCAB_FILE)):

@@ -452,3 +452,45 @@ def test_cli_writes_a_model_dir_and_reports_errors(tmp_path, capsys):
     assert tapas_tf.checkpoints.model_dir.load_config(out).temperature == 0.5
     assert import_checkpoint_cli.main(["--format=hf", f"--source={source}", f"--model_dir={out}", "--task=SQA"]) == 1
     assert "--task applies to --format=tf1 only" in capsys.readouterr().err
+
+
+# --- ablations: a released checkpoint into a model with an embedding switched off ------------
+
+
+def test_hf_import_drops_tables_of_switched_off_embeddings(tmp_path):
+    config = TapasConfig(**TINY)
+    model = _random_model(config)
+    tensors = hf.canonical_to_hf(ic.export_tf1_arrays(model), "tapas.")
+    source = _write_hf(tmp_path / "hf", tensors, _hf_config(config))
+
+    report = ic.import_checkpoint("hf", source, str(tmp_path / "out"),
+                                  model_options={"use_rank_embeddings": False})
+
+    ranks = ["bert/embeddings/token_type_embeddings_4", "bert/embeddings/token_type_embeddings_5"]
+    assert report["dropped"] == ranks and report["fresh"] == [] and report["mapped"] == 49 - 2
+    assert [f"dropped {name}: use_rank_embeddings=false" for name in ranks] == report["notes"][-2:]
+    loaded = tapas_tf.load_model(str(tmp_path / "out"))
+    assert loaded.tapas_config == config.replace(use_rank_embeddings=False)
+    expected = model.weight_map()
+    for name, variable in loaded.weight_map().items():
+        np.testing.assert_array_equal(variable.numpy(), expected[name].numpy(), err_msg=name)
+    assert set(expected) - set(loaded.weight_map()) == set(ranks)
+
+
+def test_tf1_import_into_a_model_without_positions_stays_strict(tmp_path):
+    config = TapasConfig(**TINY)
+    model = _random_model(config)
+    _write_tf1(tmp_path / "release", model, config, extra={"stray/tensor": np.zeros((2,), np.float32)})
+    options = {"reset_position_index_per_cell": True, "use_position_embeddings": False}
+    # Only the switched-off table is dropped; any other unused tensor still stops the import.
+    with pytest.raises(ValueError, match="nothing uses: stray/tensor.$"):
+        ic.import_checkpoint("tf1", str(tmp_path / "release"), str(tmp_path / "refused"),
+                             model_options=options)
+
+    _write_tf1(tmp_path / "clean", model, config)
+    report = ic.import_checkpoint("tf1", str(tmp_path / "clean"), str(tmp_path / "out"),
+                                  model_options=options)
+
+    assert report["dropped"] == ["bert/embeddings/position_embeddings"]
+    assert "dropped bert/embeddings/position_embeddings: use_position_embeddings=false" in report["notes"]
+    assert tapas_tf.load_model(str(tmp_path / "out")).tapas_config.use_position_embeddings is False
