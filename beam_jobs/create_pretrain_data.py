@@ -12,7 +12,7 @@ Stages (`--stage`, default `all`, both in one pipeline):
   OUTPUT_DIR/interactions/ as one-line text protos (`.txtpb.gz`, the format of Google's released
   corpus) or TFRecords (`--interactions_format=tfrecord`);
 - examples: Interactions (those of extract, or `--input_interactions`, e.g. Google's released
-  `interactions.txtpb.gz`) -> OUTPUT_DIR/tf_examples/{train,test}.tfrecord-*.
+  `interactions.txtpb.gz`) -> OUTPUT_DIR/tf_examples/{train,test}-SSSSS-of-NNNNN.tfrecord.
 Then OUTPUT_DIR/pretrain_report.json with every counter. Flags that this job does not define go to
 Beam, if Beam's pipeline options know them.
 """

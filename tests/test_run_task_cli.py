@@ -137,13 +137,20 @@ def test_unknown_flag_of_train_names_the_nearest_flag(tmp_path):
     assert_short_error(result, 2, "--train_step=3", "did you mean --train_steps?")
 
 
-@pytest.mark.parametrize("task, mode", [("WTQ", "create_data"), ("PRETRAIN", "train"),
+@pytest.mark.parametrize("task, mode", [("WTQ", "create_data"), ("SQA", "evaluate"),
                                         ("WIKISQL", "predict_and_evaluate")])
 def test_task_and_mode_not_built_yet_are_refused(tmp_path, task, mode):
     result = run_task(f"--task={task}", f"--mode={mode}", "--input_dir=in", "--output_dir=out",
                       "--model_dir=model", cwd=tmp_path)
     assert_short_error(result, 2, f"--task={task} --mode={mode} is not built yet")
     assert os.listdir(tmp_path) == []  # Nothing written.
+
+
+def test_pretrain_create_data_points_to_the_pretraining_job(tmp_path):
+    result = run_task("--task=PRETRAIN", "--mode=create_data", "--input_dir=in", "--output_dir=out", cwd=tmp_path)
+    assert_short_error(result, 2, "--task=PRETRAIN --mode=create_data is not built",
+                       "beam_jobs/create_pretrain_data.py")
+    assert os.listdir(tmp_path) == []
 
 
 # --- output directories ------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
     model_dir/
       tapas_config.json      every model option (models.TapasConfig)
+      model_kind.json        which model the checkpoints hold: {"model_kind": "masked_lm"} for
+                             pre-training (TapasForMaskedLM); absent or "question_answering" for
+                             TapasForQuestionAnswering
       checkpoints/ckpt-N.*   tf.train.Checkpoint(model=..., optimizer=..., step=...)
       checkpoints/checkpoint the CheckpointManager's index
 
@@ -16,6 +19,10 @@ from typing import Iterator, Optional
 
 CONFIG_FILE = "tapas_config.json"
 CHECKPOINT_DIR = "checkpoints"
+MODEL_KIND_FILE = "model_kind.json"
+QUESTION_ANSWERING = "question_answering"
+MASKED_LM = "masked_lm"
+MODEL_KINDS = (QUESTION_ANSWERING, MASKED_LM)
 
 
 class CorruptCheckpointError(ValueError):
@@ -74,6 +81,41 @@ def load_config(model_dir: str):
     return TapasConfig.from_json_file(path)
 
 
+def save_model_kind(model_dir: str, kind: str) -> str:
+    """Writes model_kind.json saying which model (`MODEL_KINDS`) the checkpoints hold."""
+    import json
+
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"Unknown model kind {kind!r}; expected one of {MODEL_KINDS}.")
+    os.makedirs(model_dir, exist_ok=True)
+    path = os.path.join(model_dir, MODEL_KIND_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"model_kind": kind}) + "\n")
+    return path
+
+
+def load_model_kind(model_dir: str) -> str:
+    """The model kind of `model_dir`: QUESTION_ANSWERING when it has no model_kind.json (as
+    directories written before pre-training existed, and imported checkpoints).
+
+    Raises:
+      ValueError: model_kind.json is not JSON or names an unknown kind.
+    """
+    import json
+
+    path = os.path.join(model_dir, MODEL_KIND_FILE)
+    if not os.path.exists(path):
+        return QUESTION_ANSWERING
+    try:
+        with open(path, encoding="utf-8") as f:
+            kind = json.load(f)["model_kind"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a model kind file ({e}); it should hold {{\"model_kind\": ...}}") from e
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"{path}: unknown model kind {kind!r}; expected one of {MODEL_KINDS}.")
+    return kind
+
+
 def latest_checkpoint(model_dir: str) -> Optional[str]:
     """Newest checkpoint prefix under `model_dir/checkpoints`, or None."""
     import tensorflow as tf
@@ -94,6 +136,7 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
 
     Raises:
       FileNotFoundError: no config, or no checkpoint.
+      ValueError: the directory holds a masked-LM model (model_kind.json).
       CorruptCheckpointError (a ValueError): the checkpoint's files are truncated or damaged.
     """
     import tensorflow as tf
@@ -101,6 +144,9 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
     from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
 
     config = load_config(model_dir)
+    if load_model_kind(model_dir) != QUESTION_ANSWERING:
+        raise ValueError(f"{model_dir} holds a pre-trained masked-LM model, not a question-answering one; "
+                         "fine-tune it first (--mode=train --init_checkpoint=THAT_DIR)")
     model = TapasForQuestionAnswering(config)
     model(dummy_features(1, 8), training=False)  # Creates the variables.
     checkpoint = checkpoint or latest_checkpoint(model_dir)

@@ -27,7 +27,10 @@ MODEL_PRESET_FIELDS = (
     "num_aggregation_labels",
     "use_answer_as_supervision",
 )
-TRAIN_PRESET_FIELDS = ("train_steps", "learning_rate", "warmup_ratio", "train_batch_size", "gradient_clipping")
+TRAIN_PRESET_FIELDS = ("train_steps", "learning_rate", "warmup_ratio", "train_batch_size", "gradient_clipping",
+                       "max_seq_length")
+# Masked positions per pre-training example, as the pre-training data job writes them by default.
+DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +58,9 @@ class TrainConfig:
       init_checkpoint: tapas-tf model directory or checkpoint prefix to initialise the encoder
         from when model_dir has no checkpoint yet.
       show_progress: draw a progress bar on stdout.
+      max_predictions_per_seq: pre-training: the data are masked-LM examples with this many
+        masked_lm_* values, and the model is TapasForMaskedLM. None (the default): classifier
+        examples and TapasForQuestionAnswering.
     """
 
     train_file: str
@@ -74,6 +80,11 @@ class TrainConfig:
     seed: Optional[int] = None
     init_checkpoint: Optional[str] = None
     show_progress: bool = True
+    max_predictions_per_seq: Optional[int] = None
+
+    @property
+    def is_pretraining(self) -> bool:
+        return self.max_predictions_per_seq is not None
 
     def __post_init__(self):
         for name in ("train_steps", "train_batch_size", "max_seq_length", "gradient_accumulation_steps",
@@ -81,6 +92,9 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
+        value = self.max_predictions_per_seq
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"max_predictions_per_seq must be an int >= 1 or None, got {value!r}.")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}.")
         if not 0.0 <= self.warmup_ratio < 1.0:
@@ -134,12 +148,22 @@ def train_config_for_task(task: Task, train_file: str, **overrides: Any) -> Trai
 
     Args:
       task: whose `PRESETS` entry gives train_steps, learning_rate, warmup_ratio,
-        train_batch_size and gradient_clipping.
+        train_batch_size, gradient_clipping and max_seq_length. PRETRAIN reads masked-LM examples
+        (max_predictions_per_seq, default DEFAULT_MAX_PREDICTIONS_PER_SEQ); the other tasks
+        classifier examples.
       train_file: path or glob of the training TFRecords.
       **overrides: any TrainConfig field; None values mean "keep the preset".
+
+    Raises:
+      ValueError: an unknown field, an invalid value, or max_predictions_per_seq for a task
+        other than PRETRAIN.
     """
     preset = PRESETS[task]
     values: Dict[str, Any] = {name: getattr(preset, name) for name in TRAIN_PRESET_FIELDS}
+    if task == Task.PRETRAIN:
+        values["max_predictions_per_seq"] = DEFAULT_MAX_PREDICTIONS_PER_SEQ
+    elif overrides.get("max_predictions_per_seq") is not None:
+        raise ValueError(f"max_predictions_per_seq is for PRETRAIN; {task.value} trains on classifier examples.")
     values.update({name: value for name, value in overrides.items() if value is not None})
     _check_names(values, (f.name for f in dataclasses.fields(TrainConfig)), "TrainConfig")
     return TrainConfig(train_file=train_file, **values)

@@ -1,4 +1,4 @@
-"""tf.data input: classifier TFRecords (as create_data writes them) -> batches of model features.
+"""tf.data input: classifier or masked-LM TFRecords -> batches of model features.
 
     dataset = make_dataset("OUT/tf_examples/train.tfrecord", max_seq_length=512, batch_size=32,
                            training=True, shuffle_buffer=10_000, seed=1)
@@ -10,6 +10,10 @@ Records are batched first and parsed a batch at a time (`tf.io.parse_example`), 
 several times faster than parsing one record per call. Training batches drop their remainder so
 that every shape is static, as TPUs and XLA want. Strings are not parsed: TPUs cannot take
 them, and `question_id_ints` carries the question id.
+
+Pass `max_predictions_per_seq` to read masked-LM pre-training examples (as
+beam_jobs/create_pretrain_data.py writes them) instead: the masked_lm_* features are then
+<int32>/<float32>[batch, max_predictions_per_seq] (see `example_features.pretrain_parsing_spec`).
 """
 
 import os
@@ -24,7 +28,8 @@ import tensorflow as tf  # noqa: E402
 from tapas_tf.features import example_features  # noqa: E402
 
 # Features with one value per example: parsed as [batch, 1], returned as [batch].
-SCALAR_FEATURES = example_features.INT_SCALAR_FEATURES + example_features.FLOAT_SCALAR_FEATURES
+SCALAR_FEATURES = (example_features.INT_SCALAR_FEATURES + example_features.FLOAT_SCALAR_FEATURES
+                   + example_features.PRETRAIN_INT_SCALAR_FEATURES)
 
 
 def input_files(file_pattern: str) -> List[str]:
@@ -36,7 +41,8 @@ def input_files(file_pattern: str) -> List[str]:
     files = sorted(tf.io.gfile.glob(file_pattern))
     if not files:
         raise FileNotFoundError(
-            f"No input file matches {file_pattern!r}; run --mode=create_data first or pass --train_file.")
+            f"No input file matches {file_pattern!r}; run --mode=create_data (for PRETRAIN, "
+            "beam_jobs/create_pretrain_data.py) first or pass --train_file.")
     return files
 
 
@@ -61,12 +67,16 @@ def _data_loss_reason(error: tf.errors.DataLossError) -> str:
 _FILES_CHECKED = 10
 
 
-def check_examples(file_pattern: str, max_seq_length: int) -> List[str]:
-    """Checks that the first record of the (first few) matching files is a classifier example.
+def check_examples(file_pattern: str, max_seq_length: int,
+                   max_predictions_per_seq: Optional[int] = None) -> List[str]:
+    """Checks that the first record of the (first few) matching files is a classifier example
+    (or a masked-LM example, given `max_predictions_per_seq`).
 
     Args:
       file_pattern: path or glob of TFRecord files of tf.Examples.
       max_seq_length: the number of values every per-token feature must have.
+      max_predictions_per_seq: masked-LM examples with this many masked_lm_* values; None for
+        classifier examples.
 
     Returns:
       The matching files, sorted.
@@ -88,7 +98,7 @@ def check_examples(file_pattern: str, max_seq_length: int) -> List[str]:
                 f"{_RECREATE}") from e
         if record is None:
             raise ValueError(f"{path} holds no examples.")
-        _check_record(path, record.numpy(), max_seq_length)
+        _check_record(path, record.numpy(), max_seq_length, max_predictions_per_seq)
     return files
 
 
@@ -115,42 +125,61 @@ def damaged_file_error(file_pattern: str, error: tf.errors.DataLossError) -> Dam
     return DamagedDataError(f"reading {file_pattern} failed ({_data_loss_reason(error)})")
 
 
-def _check_record(path: str, record: bytes, max_seq_length: int) -> None:
-    """Raises ValueError if `record` is not a classifier tf.Example with `max_seq_length` tokens."""
+def _check_record(path: str, record: bytes, max_seq_length: int, max_predictions_per_seq: Optional[int]) -> None:
+    """Raises ValueError if `record` is not a classifier (or masked-LM) tf.Example with
+    `max_seq_length` tokens (and `max_predictions_per_seq` predictions)."""
     try:
         example = tf.train.Example.FromString(record)
     except Exception as e:  # The protobuf error type depends on the protobuf backend.
         raise ValueError(f"{path}: the first record is not a tf.Example ({e}).") from e
     feature = example.features.feature
-    missing = [name for name in parsing_spec_for(max_seq_length) if name not in feature]
+    kind = "classifier" if max_predictions_per_seq is None else "masked-LM"
+    missing = [name for name in parsing_spec_for(max_seq_length, max_predictions_per_seq) if name not in feature]
     if missing:
-        raise ValueError(f"{path}: examples lack the classifier features {', '.join(missing)}.")
+        raise ValueError(f"{path}: examples lack the {kind} features {', '.join(missing)}.")
     length = len(feature["input_ids"].int64_list.value)
     if length != max_seq_length:
         raise ValueError(
             f"{path}: examples have {length} tokens, but max_seq_length is {max_seq_length}. "
             f"Pass --max_seq_length={length} or recreate the data with --max_seq_length={max_seq_length}.")
+    if max_predictions_per_seq is not None:
+        predictions = len(feature["masked_lm_positions"].int64_list.value)
+        if predictions != max_predictions_per_seq:
+            raise ValueError(
+                f"{path}: examples have {predictions} masked-LM predictions, but max_predictions_per_seq is "
+                f"{max_predictions_per_seq}. Pass --max_predictions_per_seq={predictions}.")
 
 
-def parsing_spec_for(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
-    """The parsing spec of the numeric classifier features (no strings)."""
+def parsing_spec_for(max_seq_length: int,
+                     max_predictions_per_seq: Optional[int] = None) -> Dict[str, tf.io.FixedLenFeature]:
+    """The parsing spec of the numeric classifier (or, given `max_predictions_per_seq`, masked-LM)
+    features (no strings)."""
+    if max_predictions_per_seq is not None:
+        return example_features.pretrain_parsing_spec(max_seq_length, max_predictions_per_seq,
+                                                      include_strings=False)
     return example_features.parsing_spec(max_seq_length, include_strings=False)
 
 
-def parse_batch(serialized: tf.Tensor, max_seq_length: int) -> Dict[str, tf.Tensor]:
-    """Parses a batch of serialized classifier examples into model features.
+def parse_batch(serialized: tf.Tensor, max_seq_length: int,
+                max_predictions_per_seq: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    """Parses a batch of serialized classifier (or masked-LM) examples into model features.
 
     Args:
       serialized: <string>[batch] serialized tf.Examples.
       max_seq_length: tokens per example.
+      max_predictions_per_seq: read masked-LM examples with this many predictions; None:
+        classifier examples.
 
     Returns:
       dict of <int32>[batch, max_seq_length] integer token features, <float32>[batch,
       max_seq_length] `numeric_values` and `numeric_values_scale`, <int32>[batch] /
       <float32>[batch] per-example features (`aggregation_function_id`, `answer`, ...), and
-      <int32>[batch, QUESTION_ID_INTS_LENGTH] `question_id_ints`.
+      <int32>[batch, QUESTION_ID_INTS_LENGTH] `question_id_ints`; for masked-LM examples the
+      token features, <int32>[batch, max_predictions_per_seq] `masked_lm_positions`, `_ids`,
+      `_location`, `_is_number`, <float32>[batch, max_predictions_per_seq] `masked_lm_weights`,
+      and <int32>[batch] `next_sentence_labels` and `table_id_hash`.
     """
-    parsed = tf.io.parse_example(serialized, parsing_spec_for(max_seq_length))
+    parsed = tf.io.parse_example(serialized, parsing_spec_for(max_seq_length, max_predictions_per_seq))
     features = {}
     for name, value in parsed.items():
         if name in SCALAR_FEATURES:
@@ -170,8 +199,9 @@ def make_dataset(
     shuffle_buffer: int = 10_000,
     seed: Optional[int] = None,
     input_context: Optional[tf.distribute.InputContext] = None,
+    max_predictions_per_seq: Optional[int] = None,
 ) -> tf.data.Dataset:
-    """Batches of parsed classifier examples.
+    """Batches of parsed classifier (or masked-LM) examples.
 
     Args:
       file_pattern: path or glob of TFRecord files.
@@ -185,13 +215,15 @@ def make_dataset(
       input_context: from `distribute_datasets_from_function`; with several input pipelines (one
         per worker) each reads its own shard of the files, or of the records if there are fewer
         files than pipelines.
+      max_predictions_per_seq: read masked-LM examples with this many predictions; None:
+        classifier examples.
 
     Returns:
       A dataset of feature dicts as `parse_batch` returns them.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-    files = check_examples(file_pattern, max_seq_length)
+    files = check_examples(file_pattern, max_seq_length, max_predictions_per_seq)
     dataset = _records(files, input_context)
     if training:
         if shuffle_buffer > 1:
@@ -199,7 +231,7 @@ def make_dataset(
         dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=training)
     dataset = dataset.map(
-        lambda serialized: parse_batch(serialized, max_seq_length),
+        lambda serialized: parse_batch(serialized, max_seq_length, max_predictions_per_seq),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
 

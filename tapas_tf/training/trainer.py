@@ -1,4 +1,5 @@
-"""Fine-tuning TapasForQuestionAnswering: a custom training loop under tf.distribute.
+"""Fine-tuning TapasForQuestionAnswering, or pre-training TapasForMaskedLM: a custom training
+loop under tf.distribute.
 
     strategy = distribution.get_strategy("one_device")
     result = train(model_config, train_config, "/tmp/model", strategy)
@@ -14,6 +15,10 @@ The forward and backward pass of a replica is one `tf.function(jit_compile=use_x
 all-reduce and the optimiser update run outside XLA. The model directory follows
 `tapas_tf.checkpoints.model_dir`: tapas_config.json (written before training), checkpoints/ (model,
 optimizer and step; the newest is restored on start), and train/ for TensorBoard.
+
+The model follows the data (`build_model`): a TrainConfig with max_predictions_per_seq reads
+masked-LM examples and trains TapasForMaskedLM on its own loss (model_kind.json says "masked_lm");
+otherwise classifier examples train TapasForQuestionAnswering.
 """
 
 import os
@@ -35,6 +40,7 @@ from official.modeling.optimization.configs import optimization_config  # noqa: 
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
+from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tapas_tf.training import distribution, input_pipeline  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
@@ -42,6 +48,7 @@ from tapas_tf.training.progress import TrainProgress  # noqa: E402
 
 # Loss terms logged every log_steps: the model's total loss and the batch means of its terms.
 LOSS_TERMS = ("total_loss", "selection_loss", "aggregation_loss", "answer_loss")
+MASKED_LM_LOSS_TERMS = ("total_loss", "mlm_loss")
 TRAIN_DIR = "train"
 TRAIN_CONFIG_FILE = "train_config.json"
 # BERT's choice: no weight decay on LayerNorm scales and offsets or on biases (regexes on names).
@@ -55,8 +62,37 @@ class TrainResult:
     """The state at the end of `train`: the step reached, the model, the last logged values."""
 
     step: int
-    model: TapasForQuestionAnswering
+    model: tf_keras.Model  # TapasForQuestionAnswering, or TapasForMaskedLM when pre-training.
     metrics: Dict[str, float]
+
+
+def model_kind(config: TrainConfig) -> str:
+    """`model_dir_lib.MASKED_LM` when pre-training (masked-LM examples), else QUESTION_ANSWERING."""
+    return model_dir_lib.MASKED_LM if config.is_pretraining else model_dir_lib.QUESTION_ANSWERING
+
+
+def loss_terms(config: TrainConfig) -> Tuple[str, ...]:
+    """The model outputs logged every log_steps (the first is the loss minimised)."""
+    return MASKED_LM_LOSS_TERMS if config.is_pretraining else LOSS_TERMS
+
+
+def masked_lm_dummy_features(batch_size: int = 1, seq_length: int = 8) -> Dict[str, tf.Tensor]:
+    """`dummy_features` with one masked position per example: builds a TapasForMaskedLM."""
+    features = dummy_features(batch_size, seq_length)
+    features["masked_lm_positions"] = tf.zeros([batch_size, 1], tf.int32)
+    return features
+
+
+def build_model(model_config: TapasConfig, config: TrainConfig) -> tf_keras.Model:
+    """The model `config` trains, with its variables created: TapasForMaskedLM when pre-training,
+    else TapasForQuestionAnswering."""
+    if config.is_pretraining:
+        model = TapasForMaskedLM(model_config)
+        model(masked_lm_dummy_features(), training=False)
+    else:
+        model = TapasForQuestionAnswering(model_config)
+        model(dummy_features(1, 8), training=False)
+    return model
 
 
 def build_optimizer(config: TrainConfig) -> Tuple[tf_keras.optimizers.legacy.Optimizer, Callable]:
@@ -113,7 +149,7 @@ def resolve_checkpoint(path: str) -> str:
     raise FileNotFoundError(f"{path} is not a model directory, a checkpoint directory or a checkpoint prefix.")
 
 
-def initialize_from(model: TapasForQuestionAnswering, init_checkpoint: str) -> Dict[str, bool]:
+def initialize_from(model: tf_keras.Model, init_checkpoint: str) -> Dict[str, bool]:
     """Restores the encoder of `model` from a tapas-tf checkpoint; the heads keep their initialisation.
 
     The hook for other formats: importers of original TAPAS, Hugging Face or MiniLM weights can
@@ -123,7 +159,8 @@ def initialize_from(model: TapasForQuestionAnswering, init_checkpoint: str) -> D
     example the pooler of a masked-LM model) keeps its initialisation and is logged.
 
     Args:
-      model: a TapasForQuestionAnswering (built here if it was never called).
+      model: a TapasForQuestionAnswering (built here if it was never called) or a built
+        TapasForMaskedLM (its masked-LM head keeps its initialisation too).
       init_checkpoint: model directory, checkpoint directory or checkpoint prefix.
 
     Returns:
@@ -159,14 +196,20 @@ def initialize_from(model: TapasForQuestionAnswering, init_checkpoint: str) -> D
     return restored
 
 
-def prepare_model_dir(model_dir: str, config: TapasConfig, write: bool = True) -> None:
-    """Writes tapas_config.json, or checks that a run being resumed had the same model config.
+def prepare_model_dir(model_dir: str, config: TapasConfig, write: bool = True,
+                      kind: str = model_dir_lib.QUESTION_ANSWERING) -> None:
+    """Writes tapas_config.json and model_kind.json, or checks that a run being resumed had the
+    same model config and kind.
 
     Raises:
-      ValueError: model_dir holds a different tapas_config.json (the message lists the fields),
-        or checkpoints without a config.
+      ValueError: model_dir holds a different tapas_config.json (the message lists the fields)
+        or another model kind, or checkpoints without a config.
     """
     if tf.io.gfile.exists(model_dir_lib.config_path(model_dir)):
+        old_kind = model_dir_lib.load_model_kind(model_dir)
+        if old_kind != kind:
+            raise ValueError(f"{model_dir} holds a {old_kind} model, and this run trains a {kind} model; "
+                             "use a new --model_dir (and --init_checkpoint to start from that one).")
         differences = config_differences(model_dir_lib.load_config(model_dir), config)
         if differences:
             listed = "; ".join(f"{name}: {old!r} there, {new!r} now" for name, (old, new) in differences.items())
@@ -178,6 +221,7 @@ def prepare_model_dir(model_dir: str, config: TapasConfig, write: bool = True) -
         raise ValueError(f"{model_dir} has checkpoints but no {model_dir_lib.CONFIG_FILE}; use a new --model_dir.")
     if write:
         model_dir_lib.save_config(model_dir, config)
+        model_dir_lib.save_model_kind(model_dir, kind)
 
 
 def train(
@@ -208,15 +252,15 @@ def train(
     """
     strategy = strategy or tf.distribute.get_strategy()
     replica_batch = _replica_batch_size(train_config, strategy.num_replicas_in_sync)
-    input_pipeline.check_examples(train_config.train_file, train_config.max_seq_length)
+    input_pipeline.check_examples(train_config.train_file, train_config.max_seq_length,
+                                  train_config.max_predictions_per_seq)
     chief = distribution.is_chief(strategy)
-    prepare_model_dir(model_dir, model_config, write=chief)
+    prepare_model_dir(model_dir, model_config, write=chief, kind=model_kind(train_config))
     if train_config.seed is not None:
         tf_keras.utils.set_random_seed(train_config.seed)
 
     with strategy.scope():
-        model = TapasForQuestionAnswering(model_config)
-        model(dummy_features(1, 8), training=False)  # Creates the variables.
+        model = build_model(model_config, train_config)
         optimizer, schedule = build_optimizer(train_config)
         # Slots and the iteration counter exist before the step is traced (else tf.function traces
         # twice: variables made on the first trace) and before restoring (so the checkpoint's
@@ -271,7 +315,7 @@ def _replica_batch_size(config: TrainConfig, num_replicas: int) -> int:
     return config.train_batch_size // num_replicas
 
 
-def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: TapasForQuestionAnswering,
+def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: tf_keras.Model,
                            model_dir: str, config: TrainConfig) -> None:
     """Restores model_dir's newest checkpoint (model, optimizer slots and iterations, step), else
     initialises the encoder from config.init_checkpoint if given."""
@@ -303,16 +347,18 @@ def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         return input_pipeline.make_dataset(
             config.train_file, config.max_seq_length, replica_batch, training=True,
-            shuffle_buffer=config.shuffle_buffer, seed=seed, input_context=context)
+            shuffle_buffer=config.shuffle_buffer, seed=seed, input_context=context,
+            max_predictions_per_seq=config.max_predictions_per_seq)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def _make_train_step(model: TapasForQuestionAnswering, optimizer, schedule: Callable, step: tf.Variable,
+def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step: tf.Variable,
                      strategy: tf.distribute.Strategy, config: TrainConfig) -> Callable:
     """tf.function(iterator) -> {name: <float32>[]} that runs one optimiser step on the next batch."""
     num_micro = config.gradient_accumulation_steps
-    compute = _gradient_function(model, num_micro, 1.0 / (strategy.num_replicas_in_sync * num_micro))
+    compute = _gradient_function(model, num_micro, 1.0 / (strategy.num_replicas_in_sync * num_micro),
+                                 loss_terms(config))
     if config.use_xla and not distribution.uses_tpu(strategy):  # TPU programs are XLA already.
         compute = tf.function(compute, jit_compile=True, autograph=False)
     variables = model.trainable_variables
@@ -343,7 +389,8 @@ def _make_train_step(model: TapasForQuestionAnswering, optimizer, schedule: Call
     return train_step
 
 
-def _gradient_function(model: TapasForQuestionAnswering, num_micro: int, loss_scale: float) -> Callable:
+def _gradient_function(model: tf_keras.Model, num_micro: int, loss_scale: float,
+                       terms: Tuple[str, ...] = LOSS_TERMS) -> Callable:
     """features -> (gradients, {loss term: <float32>[]}) of one replica's share of the batch.
 
     Features are <dtype>[replica_batch, ...]; they are split into `num_micro` micro-batches whose
@@ -357,7 +404,7 @@ def _gradient_function(model: TapasForQuestionAnswering, num_micro: int, loss_sc
             outputs = model(features, training=True)
             loss = outputs["total_loss"] * loss_scale
         grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-        values = {name: tf.reduce_mean(outputs[name]) * loss_scale for name in LOSS_TERMS}
+        values = {name: tf.reduce_mean(outputs[name]) * loss_scale for name in terms}
         return grads, values
 
     def compute(features: Dict[str, tf.Tensor]):

@@ -172,6 +172,16 @@ def test_task_preset_is_merged_under_overrides():
         5, 1.93581e-5, 10.0)
 
 
+def test_pretrain_preset_reads_masked_lm_examples():
+    config = train_config_for_task(Task.PRETRAIN, "f")
+    assert (config.learning_rate, config.warmup_ratio, config.max_seq_length, config.max_predictions_per_seq) == (
+        5e-5, 0.01, 128, 20)
+    assert training.model_kind(config) == model_dir_lib.MASKED_LM
+    assert train_config_for_task(Task.SQA, "f").max_predictions_per_seq is None
+    with pytest.raises(ValueError, match="max_predictions_per_seq is for PRETRAIN"):
+        train_config_for_task(Task.SQA, "f", max_predictions_per_seq=20)
+
+
 # --- (b) MirroredStrategy over two logical CPUs = one device = gradient accumulation ---
 
 _DISTRIBUTED = """
