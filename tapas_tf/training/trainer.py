@@ -327,7 +327,30 @@ def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: tf_keras.Mode
             checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s at step %d.", latest, int(checkpoint.step.numpy()))
     elif config.init_checkpoint:
-        initialize_from(model, config.init_checkpoint)
+        restored = initialize_from(model, config.init_checkpoint)
+        write_init_report(model_dir, model, config.init_checkpoint, restored)
+
+
+INIT_REPORT_FILE = "init_report.json"
+
+
+def write_init_report(model_dir: str, model: tf_keras.Model, init_checkpoint: str,
+                      restored: Dict[str, bool]) -> Dict[str, object]:
+    """MODEL_DIR/init_report.json: which encoder parts came from `init_checkpoint`, and which
+    weights start fresh (encoder parts the checkpoint lacks, and every head)."""
+    encoder_names = {v.name for v in model.encoder.weights}
+    report = {
+        "init_checkpoint": init_checkpoint,
+        "loaded": sorted(part for part, ok in restored.items() if ok),
+        "fresh_encoder_parts": sorted(part for part, ok in restored.items() if not ok),
+        "fresh_weights": sorted(v.name for v in model.weights if v.name not in encoder_names),
+    }
+    with tf.io.gfile.GFile(os.path.join(model_dir, INIT_REPORT_FILE), "w") as f:
+        f.write(json.dumps(report, indent=2) + "\n")
+    logging.info("Started from %s: loaded %s; fresh: %s and %d head weights (see %s).", init_checkpoint,
+                 ", ".join(report["loaded"]), ", ".join(report["fresh_encoder_parts"]) or "no encoder part",
+                 len(report["fresh_weights"]), INIT_REPORT_FILE)
+    return report
 
 
 def _write_train_config(model_dir: str, config: TrainConfig) -> None:

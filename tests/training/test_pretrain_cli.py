@@ -125,3 +125,32 @@ def test_pretrain_evaluate_refuses_a_question_answering_model(output_dir, tmp_pa
                        f"--model_dir={model_dir}", cwd=tmp_path)
     assert result.returncode == 1
     assert f"run_task.py: error: {model_dir} holds a question_answering model" in result.stderr
+
+
+def test_fine_tuning_starts_from_the_pretrained_encoder_and_reports_it(output_dir, tmp_path):
+    """PRETRAIN -> SQA: the encoder comes from the masked-LM model, the heads start fresh, and
+    MODEL_DIR/init_report.json says which is which."""
+    from tapas_tf.beam_jobs.create_task_data import run_create_data
+    from tapas_tf.data.sample_data import write_sample
+    from tapas_tf.features.conversion_config import ConversionConfig
+    from tapas_tf.tasks import Task
+
+    pretrained = tmp_path / "pretrained"
+    common = (f"--model_option=vocab_size={len(vocab_tokens())}", "--train_batch_size=4", "--noprogress_bar")
+    result = _run_task("--task=PRETRAIN", "--mode=train", f"--output_dir={output_dir}", f"--model_dir={pretrained}",
+                       "--model_size=tiny", "--train_steps=3", *common, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    write_sample(str(tmp_path / "sqa"))
+    run_create_data(Task.SQA, str(tmp_path / "sqa"), str(tmp_path / "sqa_data"),
+                    ConversionConfig(vocab_file=str(output_dir / "vocab.txt"), max_seq_length=128),
+                    ["--direct_num_workers=1"])
+    fine_tuned = tmp_path / "fine_tuned"
+    result = _run_task("--task=SQA", "--mode=train", f"--output_dir={tmp_path / 'sqa_data'}",
+                       f"--model_dir={fine_tuned}", "--model_size=tiny", "--max_seq_length=128", "--train_steps=2",
+                       f"--init_checkpoint={pretrained}", *common, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.load(open(fine_tuned / "init_report.json"))
+    assert report["init_checkpoint"] == str(pretrained)
+    assert {"embeddings", "layer_0", "layer_1"} <= set(report["loaded"])
+    assert report["fresh_weights"] and not any("encoder" in name for name in report["fresh_weights"])
+    assert model_dir_lib.load_model_kind(str(fine_tuned)) == model_dir_lib.QUESTION_ANSWERING
