@@ -117,6 +117,10 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
 flags.DEFINE_integer("log_steps", 100, "TensorBoard scalars and a log line every this many steps.")
 flags.DEFINE_integer("shuffle_buffer", 10_000, "Examples in the shuffle buffer (<= 1: file order).")
+flags.DEFINE_list("bucket_lengths", "128,256,384,512",
+                  "Pad each training batch only to the smallest of these lengths (capped at "
+                  "--max_seq_length) that holds its examples, grouped by real length; empty: pad to "
+                  "--max_seq_length.")
 flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
 flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
 
@@ -201,7 +205,8 @@ def train(task: Task, pipeline_args: List[str]) -> None:
         use_xla=distribution.default_use_xla() if FLAGS.use_xla is None else FLAGS.use_xla,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
-        init_checkpoint=FLAGS.init_checkpoint, show_progress=FLAGS.progress_bar)
+        init_checkpoint=FLAGS.init_checkpoint, show_progress=FLAGS.progress_bar,
+        bucket_lengths=tuple(int(length) for length in FLAGS.bucket_lengths))
     result = training.train(model_config, config, FLAGS.model_dir, strategy)
     logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
 

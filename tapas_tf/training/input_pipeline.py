@@ -14,6 +14,19 @@ them, and `question_id_ints` carries the question id.
 Pass `max_predictions_per_seq` to read masked-LM pre-training examples (as
 beam_jobs/create_pretrain_data.py writes them) instead: the masked_lm_* features are then
 <int32>/<float32>[batch, max_predictions_per_seq] (see `example_features.pretrain_parsing_spec`).
+
+Length buckets (`bucket_lengths`, training only): examples are grouped by real length (the position
+of their last real token + 1) into the smallest bucket that holds them, and each batch's per-token
+features are cut to its bucket's length, so a batch of short examples costs what its length does,
+not what max_seq_length does:
+
+    dataset = make_dataset(..., max_seq_length=512, batch_size=32, training=True,
+                           bucket_lengths=(128, 256, 384, 512))
+    features["input_ids"]   # <int32>[32, 128], [32, 256], [32, 384] or [32, 512]; spec [32, None]
+
+Only padding is cut, and the model masks padding, so each example's loss is unchanged. Per-example
+and masked_lm_* features keep their shapes (masked positions point at real tokens, so they stay
+below the bucket's length).
 """
 
 import os
@@ -21,7 +34,7 @@ import re
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from typing import Dict, List, Optional  # noqa: E402
+from typing import Dict, List, Optional, Sequence, Tuple  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
@@ -30,6 +43,9 @@ from tapas_tf.features import example_features  # noqa: E402
 # Features with one value per example: parsed as [batch, 1], returned as [batch].
 SCALAR_FEATURES = (example_features.INT_SCALAR_FEATURES + example_features.FLOAT_SCALAR_FEATURES
                    + example_features.PRETRAIN_INT_SCALAR_FEATURES)
+# Features with one value per token: what length buckets cut (named: question_id_ints and the
+# masked_lm_* features can have max_seq_length values too).
+TOKEN_FEATURES = example_features.INT_TOKEN_FEATURES + example_features.FLOAT_TOKEN_FEATURES
 
 
 def input_files(file_pattern: str) -> List[str]:
@@ -200,6 +216,7 @@ def make_dataset(
     seed: Optional[int] = None,
     input_context: Optional[tf.distribute.InputContext] = None,
     max_predictions_per_seq: Optional[int] = None,
+    bucket_lengths: Sequence[int] = (),
 ) -> tf.data.Dataset:
     """Batches of parsed classifier (or masked-LM) examples.
 
@@ -217,6 +234,11 @@ def make_dataset(
         files than pipelines.
       max_predictions_per_seq: read masked-LM examples with this many predictions; None:
         classifier examples.
+      bucket_lengths: training only: group examples by real length into these buckets (see
+        `effective_buckets`) and cut each batch's per-token features to its bucket's length; the
+        sequence dimension is then None in the element spec. Every batch is full: an example waits
+        in its bucket until batch_size examples are there (the data repeat, so none is lost).
+        Empty, or no bucket below max_seq_length: every batch has max_seq_length tokens.
 
     Returns:
       A dataset of feature dicts as `parse_batch` returns them.
@@ -233,7 +255,45 @@ def make_dataset(
     dataset = dataset.map(
         lambda serialized: parse_batch(serialized, max_seq_length, max_predictions_per_seq),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    buckets = effective_buckets(bucket_lengths, max_seq_length)
+    if training and len(buckets) > 1:
+        dataset = _bucket_by_length(dataset.unbatch(), buckets, batch_size)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def effective_buckets(bucket_lengths: Sequence[int], max_seq_length: int) -> Tuple[int, ...]:
+    """The sorted bucket lengths below max_seq_length, then max_seq_length itself (for the longest
+    examples); () when `bucket_lengths` is empty."""
+    if not bucket_lengths:
+        return ()
+    return tuple(sorted({length for length in bucket_lengths if length < max_seq_length})) + (max_seq_length,)
+
+
+def real_length(input_mask: tf.Tensor) -> tf.Tensor:
+    """<int32>[...] the position of the last real token + 1 of <int32>[..., seq] `input_mask`
+    (its sum when, as the converters write them, the real tokens come first)."""
+    positions = tf.range(1, tf.shape(input_mask)[-1] + 1, dtype=tf.int32)
+    return tf.reduce_max(tf.cast(input_mask > 0, tf.int32) * positions, axis=-1)
+
+
+def _bucket_by_length(examples: tf.data.Dataset, buckets: Tuple[int, ...],
+                      batch_size: int) -> tf.data.Dataset:
+    """Full batches of `examples` of one bucket each, per-token features cut to the bucket length."""
+    lengths = tf.constant(buckets, tf.int32)
+
+    def bucket_of(length: tf.Tensor) -> tf.Tensor:  # The smallest bucket >= length.
+        return tf.searchsorted(lengths, tf.reshape(length, [-1]), side="left")[0]
+
+    def cut(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        bucket_length = tf.gather(lengths, bucket_of(tf.reduce_max(real_length(features["input_mask"]))))
+        return {name: value[:, :bucket_length] if name in TOKEN_FEATURES else value
+                for name, value in features.items()}
+
+    dataset = examples.group_by_window(
+        key_func=lambda features: tf.cast(bucket_of(real_length(features["input_mask"])), tf.int64),
+        reduce_func=lambda _, window: window.batch(batch_size, drop_remainder=True),
+        window_size=batch_size)
+    return dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _records(files: List[str], input_context: Optional[tf.distribute.InputContext]) -> tf.data.Dataset:

@@ -367,11 +367,14 @@ def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, 
     # A resumed run shuffles afresh rather than replaying the first batches of the run it resumes.
     seed = None if config.seed is None else config.seed + start_step
 
+    # TPU programs want one shape; elsewhere each bucket length is one shape of the traced step.
+    buckets = () if distribution.uses_tpu(strategy) else config.bucket_lengths
+
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         return input_pipeline.make_dataset(
             config.train_file, config.max_seq_length, replica_batch, training=True,
             shuffle_buffer=config.shuffle_buffer, seed=seed, input_context=context,
-            max_predictions_per_seq=config.max_predictions_per_seq)
+            max_predictions_per_seq=config.max_predictions_per_seq, bucket_lengths=buckets)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -401,7 +404,8 @@ def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step:
         return values
 
     # No autograph: the model branches on its config in Python, and converting every layer's
-    # code would take longer than tracing it.
+    # code would take longer than tracing it. Traced once: with length buckets the iterator's
+    # spec has a None sequence dimension (XLA, if on, compiles once per bucket length).
     @tf.function(autograph=False)
     def train_step(iterator) -> Dict[str, tf.Tensor]:
         values = strategy.run(replica_step, args=(next(iterator),))
@@ -433,7 +437,8 @@ def _gradient_function(model: tf_keras.Model, num_micro: int, loss_scale: float,
     def compute(features: Dict[str, tf.Tensor]):
         if num_micro == 1:
             return micro_step(features)
-        parts = {name: tf.reshape(value, [num_micro, -1] + value.shape[1:].as_list())
+        # tf.shape: with length buckets the sequence dimension is not static.
+        parts = {name: tf.reshape(value, tf.concat([[num_micro, -1], tf.shape(value)[1:]], axis=0))
                  for name, value in features.items()}
         grads, values = micro_step({name: value[0] for name, value in parts.items()})
         used = [i for i, g in enumerate(grads) if g is not None]

@@ -193,3 +193,31 @@ def test_batch_size_must_be_positive(fixture):
     path, _ = fixture
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         input_pipeline.make_dataset(path, SEQ, batch_size=0, training=True)
+
+
+def test_length_buckets_group_examples_and_cut_only_token_features(fixture):
+    path, _ = fixture
+    # Real lengths of the fixture: 15-16 (four examples) and 17-18 (four); buckets 16, 32, 64.
+    assert input_pipeline.effective_buckets((32, 16, 128), SEQ) == (16, 32, SEQ)
+    assert input_pipeline.effective_buckets((), SEQ) == ()
+    dataset = input_pipeline.make_dataset(path, SEQ, 2, training=True, shuffle_buffer=8, seed=3,
+                                          bucket_lengths=(16, 32))
+    assert dataset.element_spec["input_ids"].shape.as_list() == [2, None]
+    full = next(iter(input_pipeline.make_dataset(path, SEQ, NUM_EXAMPLES, training=False)))
+    by_id = {tuple(q): i for i, q in enumerate(full["question_id_ints"].numpy())}
+    seen = []
+    for batch in dataset.take(8):  # Two passes over the data.
+        lengths = batch["input_mask"].numpy().sum(axis=1)
+        width = batch["input_ids"].shape[1]
+        assert width == (16 if lengths.max() <= 16 else 32)
+        assert lengths.min() > (0 if width == 16 else 16)  # One bucket per batch.
+        for name, value in batch.items():
+            expected = [width] if name in input_pipeline.TOKEN_FEATURES else full[name].shape[1:]
+            assert value.shape[0] == 2 and value.shape[1:] == expected, name
+        for row, ids in enumerate(batch["question_id_ints"].numpy()):
+            i = by_id[tuple(ids)]
+            seen.append(i)
+            for name in input_pipeline.TOKEN_FEATURES:  # Only padding was cut.
+                np.testing.assert_array_equal(batch[name][row].numpy(), full[name][i, :width].numpy())
+                assert not full["input_mask"][i, width:].numpy().any()
+    assert sorted(seen) == sorted(list(range(NUM_EXAMPLES)) * 2)

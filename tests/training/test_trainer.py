@@ -225,6 +225,46 @@ def test_mirrored_and_accumulated_training_match_one_device(data, tmp_path):
     assert reference[-1]["total_loss"] != pytest.approx(reference[0]["total_loss"], abs=1e-2)
 
 
+# --- length buckets ---
+
+
+def test_loss_and_gradients_are_the_same_padded_to_the_bucket_or_to_max_seq_length(data):
+    model_config, _ = tiny_configs(data)
+    model = TapasForQuestionAnswering(model_config)
+    model(dummy_features(1, 8), training=False)
+    full = next(iter(input_pipeline.make_dataset(data, SEQ, NUM_EXAMPLES, training=False)))
+    assert int(tf.reduce_max(input_pipeline.real_length(full["input_mask"]))) <= 24
+    cut = {name: value[:, :24] if name in input_pipeline.TOKEN_FEATURES else value
+           for name, value in full.items()}
+    compute = training._gradient_function(model, 1, 1.0)
+    (full_grads, full_values), (cut_grads, cut_values) = compute(full), compute(cut)
+    assert cut_values["total_loss"].numpy() > 0.1
+    for name in training.LOSS_TERMS:
+        np.testing.assert_allclose(cut_values[name].numpy(), full_values[name].numpy(), atol=1e-5,
+                                   err_msg=name)
+    assert sum(g is not None for g in full_grads) > 10
+    for variable, expected, actual in zip(model.trainable_variables, full_grads, cut_grads):
+        assert (expected is None) == (actual is None), variable.name
+        if expected is not None:
+            np.testing.assert_allclose(actual.numpy(), expected.numpy(), atol=1e-5, err_msg=variable.name)
+
+
+def test_bucketed_training_traces_its_step_once(data, tmp_path, monkeypatch):
+    steps = []
+    make_train_step = training._make_train_step
+    monkeypatch.setattr(training, "_make_train_step",
+                        lambda *args: steps.append(make_train_step(*args)) or steps[-1])
+    # Batches of four from buckets 16 and 32 (real lengths 15-18), in two micro-batches each.
+    model_config, train_config = tiny_configs(data, train_steps=6, train_batch_size=4,
+                                              gradient_accumulation_steps=2, shuffle_buffer=8,
+                                              bucket_lengths=(16, 32))
+    losses = []
+    training.train(model_config, train_config, str(tmp_path), distribution.get_strategy("one_device"),
+                   on_step_end=lambda step, values: losses.append(values["total_loss"]))
+    assert len(losses) == 6 and all(np.isfinite(losses))
+    assert steps[0].experimental_get_tracing_count() == 1
+
+
 # --- (c) kill and resume ---
 
 _KILLED = """
