@@ -71,25 +71,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from tapas_tf.data.readers.wtq import unescape  # noqa: E402  (WTQ's .tsv escapes; no TensorFlow)
+
 SIZES = ("tiny", "mini", "small", "medium", "base")
 DEV_FILE = "random-split-1-dev.tsv"
 SIDE_NAMES = {"ours": "tapas-tf TableQA", "hf": "HF pipeline"}
 
 
 # --- questions ---------------------------------------------------------------------------
-
-
-def _unescape(text: str) -> str:
-    """Undoes WTQ's `.tsv` escapes (\\n, \\p, \\\\)."""
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            out.append({"n": "\n", "p": "|", "\\": "\\"}.get(text[i + 1], text[i : i + 2]))
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
 
 
 def read_table(path: str) -> pd.DataFrame:
@@ -134,10 +123,10 @@ def select_questions(wtq_dir: str, count: int) -> dict:
         candidates.append(
             dict(
                 id=qid,
-                question=_unescape(utterance),
+                question=unescape(utterance),
                 context=context,
                 csv_path=csv_path,
-                target=_unescape(target),
+                target=unescape(target),
                 table_rows=int(frame.shape[0]),
                 table_columns=int(frame.shape[1]),
             )
@@ -314,27 +303,22 @@ def machine_line(m: dict) -> str:
 # --- model directories -------------------------------------------------------------------
 
 
+def run_peer(args: argparse.Namespace, *peer_args: str) -> subprocess.CompletedProcess:
+    """Runs hf_ask_latency.py with the peer interpreter; raises with its stderr if it fails."""
+    command = [args.peer_python, os.path.join(HERE, "hf_ask_latency.py"), *peer_args]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"peer {peer_args[0]} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result
+
+
 def prepare_models(size: str, args: argparse.Namespace, vocab_file: str) -> Dict[str, str]:
     """The HF directory (peer `save`) and our model directory of `size`; reused when present."""
     hf_dir = os.path.join(args.work_dir, f"hf_{size}_seed{args.seed}")
     ours_dir = os.path.join(args.work_dir, f"tf_{size}_seed{args.seed}_{args.weights}")
     if not os.path.exists(os.path.join(hf_dir, "model.safetensors")):
-        command = [
-            args.peer_python,
-            os.path.join(HERE, "hf_ask_latency.py"),
-            "save",
-            "--size",
-            size,
-            "--vocab_file",
-            vocab_file,
-            "--out_dir",
-            hf_dir,
-            "--seed",
-            str(args.seed),
-        ]
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"peer save {size} failed:\n{result.stderr[-3000:]}")
+        run_peer(args, "save", "--size", size, "--vocab_file", vocab_file, "--out_dir", hf_dir,
+                 "--seed", str(args.seed))
     if not os.path.exists(os.path.join(ours_dir, "tapas_config.json")):
         tmp = ours_dir + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -473,20 +457,8 @@ def run_ours(model_dir: str, spec: dict, jit_compile: Optional[bool] = None) -> 
 
 
 def run_hf(hf_dir: str, questions_file: str, args: argparse.Namespace) -> dict:
-    command = [
-        args.peer_python,
-        os.path.join(HERE, "hf_ask_latency.py"),
-        "time",
-        "--model_dir",
-        hf_dir,
-        "--questions",
-        questions_file,
-        "--threads",
-        str(args.threads),
-    ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"HF side failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    result = run_peer(args, "time", "--model_dir", hf_dir, "--questions", questions_file,
+                      "--threads", str(args.threads))
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     if not records:
         raise RuntimeError(f"HF side printed nothing:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
