@@ -27,14 +27,12 @@ import tempfile
 from typing import List, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions, TestOptions
 
 from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.features.pretrain_config import PretrainConfig
-from tapas_tf.pipelines import beam_options, pretrain_data, runners
-from tapas_tf.pipelines.classifier_data import COUNTER_NAMESPACE
+from tapas_tf.pipelines import beam_options, pretrain_data, reports, runners
 
 REPORT_FILE = "pretrain_report.json"
 STAGES = ("all", "extract", "examples")
@@ -59,15 +57,6 @@ def build_pipeline(root, args: argparse.Namespace, config: Optional[PretrainConf
         for split in pretrain_data.SPLITS:
             _ = getattr(examples, split) | f"Write/{split}" >> beam.io.WriteToTFRecord(
                 os.path.join(output_dir, "tf_examples", split), file_name_suffix=".tfrecord")
-
-
-def collect_report(result) -> dict:
-    """Every counter of the job, by name."""
-    counters = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))["counters"]
-    values = {}
-    for c in counters:
-        values[c.key.metric.name] = values.get(c.key.metric.name, 0) + int(c.committed or c.attempted or 0)
-    return dict(sorted(values.items()))
 
 
 def package_for_workers(options: PipelineOptions) -> Optional[str]:
@@ -110,7 +99,7 @@ def run(args: argparse.Namespace, pipeline_args: Sequence[str]) -> dict:
                 "extra_packages": options.view_as(SetupOptions).extra_packages}
     report = {"stage": args.stage, "inputs": {"dumps": args.input_dumps, "pages": args.input_pages,
                                               "interactions": args.input_interactions},
-              "config": None if config is None else config.__dict__, "counters": collect_report(result)}
+              "config": None if config is None else config.__dict__, "counters": reports.counter_values(result)}
     with open(os.path.join(args.output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report

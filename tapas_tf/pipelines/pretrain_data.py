@@ -25,7 +25,7 @@ from google.protobuf import text_format
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
-from tapas_tf.pipelines.classifier_data import COUNTER_NAMESPACE
+from tapas_tf.pipelines.classifier_data import counter
 from tapas_tf.wikipedia import dump_reader, html_tables, wikitext_tables
 from tapas_tf.wikipedia.pretrain_interactions import ExtractedTable, to_interaction
 
@@ -34,10 +34,6 @@ SPLITS = ("train", "test")
 STREAMS_PER_RANGE = 10
 _WTQ_NAME = re.compile(r"(?:^|/)(?:csv/)?(\d{3})-csv/(\d+)\.csv$")
 _SQA_NAME = re.compile(r"(?:^|/)(?:table_csv/)?(\d{3})_(\d+)\.csv$")
-
-
-def counter(name: str):
-    return beam.metrics.Metrics.counter(COUNTER_NAMESPACE, name)
 
 
 # --- exclusion ----------------------------------------------------------------------------------
@@ -110,8 +106,8 @@ def multistream_index(path: str) -> Optional[str]:
     return index if FileSystems.exists(index) else None
 
 
-class _ExtractDumpFn(beam.DoFn):
-    """A byte range of a dump -> Interactions of its pages' wikitables and infoboxes."""
+class _ExcludingFn(beam.DoFn):
+    """A DoFn that loads the exclusion file once per worker (`self._excluded`)."""
 
     def __init__(self, exclusions_path: Optional[str]):
         self._exclusions_path = exclusions_path
@@ -119,6 +115,10 @@ class _ExtractDumpFn(beam.DoFn):
 
     def setup(self):
         self._excluded = read_exclusions(self._exclusions_path) if self._exclusions_path else frozenset()
+
+
+class _ExtractDumpFn(_ExcludingFn):
+    """A byte range of a dump -> Interactions of its pages' wikitables and infoboxes."""
 
     def process(self, source: Tuple[str, Optional[int], Optional[int]]) -> Iterator:
         path, start, end = source
@@ -147,15 +147,8 @@ class _ExtractDumpFn(beam.DoFn):
         yield from _emit(tables, rejections, page.title, self._excluded)
 
 
-class _ExtractHtmlFn(beam.DoFn):
+class _ExtractHtmlFn(_ExcludingFn):
     """A rendered page (`N.html[.gz]` with `N.json` beside it) -> Interactions of its tables."""
-
-    def __init__(self, exclusions_path: Optional[str]):
-        self._exclusions_path = exclusions_path
-        self._excluded: FrozenSet[str] = frozenset()
-
-    def setup(self):
-        self._excluded = read_exclusions(self._exclusions_path) if self._exclusions_path else frozenset()
 
     def process(self, path: str) -> Iterator:
         counter("pages_read").inc()

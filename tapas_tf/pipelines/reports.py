@@ -53,16 +53,21 @@ def split_report(values: Dict[str, int]) -> dict:
     }
 
 
+def counter_values(result, step_prefix: str = "") -> Dict[str, int]:
+    """The job's `tapas_tf` counters by name, summed over the steps that start with `step_prefix`."""
+    counters = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))["counters"]
+    values: Dict[str, int] = {}
+    for c in counters:
+        if c.key.step.startswith(step_prefix):
+            values[c.key.metric.name] = values.get(c.key.metric.name, 0) + int(c.committed or c.attempted or 0)
+    return dict(sorted(values.items()))
+
+
 def collect_report(result, splits: Sequence[Split], output_dir: str) -> dict:
     """Counters per split (from the step names, `{split}/...`) as `split_report`s."""
-    counters = result.metrics().query(MetricsFilter().with_namespace(COUNTER_NAMESPACE))
     report = {"splits": {}}
     for split in splits:
-        values: Dict[str, int] = {}
-        for c in counters["counters"]:
-            if c.key.step.startswith(f"{split.name}/"):
-                values[c.key.metric.name] = values.get(c.key.metric.name, 0) + int(c.committed or c.attempted or 0)
-        split_result = split_report(values)
+        split_result = split_report(counter_values(result, f"{split.name}/"))
         if not split_result["adds_up"]:
             logging.warning("%s: the counts do not add up (%s); see the failures file", split.name, split_result)
         report["splits"][split.name] = {**split_result, "files": split_paths(output_dir, split.name)}
