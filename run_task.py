@@ -252,12 +252,14 @@ def _predict(task: Task, evaluate: bool) -> None:
 
 
 def predict(task: Task, pipeline_args: List[str]) -> None:
-    """Writes MODEL_DIR/predictions/{split}.tsv."""
+    """Writes MODEL_DIR/predictions/{split}.tsv ({split}_gold_previous.tsv with gold previous answers)."""
     _predict(task, evaluate=False)
 
 
 def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
-    """Also writes MODEL_DIR/predictions/{split}_metrics.json and TensorBoard scalars in MODEL_DIR/eval_{split}."""
+    """Also writes MODEL_DIR/predictions/{name}_metrics.json and TensorBoard scalars in MODEL_DIR/eval_{name}.
+
+    `name` is the split, or `{split}_gold_previous` with --use_gold_previous_answer."""
     _predict(task, evaluate=True)
 
 
@@ -276,7 +278,18 @@ def evaluate(task: Task, pipeline_args: List[str]) -> None:
     evaluate_model_dir(FLAGS.model_dir,
                        FLAGS.eval_file or os.path.join(FLAGS.output_dir, "tf_examples", "test-*.tfrecord"),
                        _max_seq_length(Task.PRETRAIN), FLAGS.max_predictions_per_seq,
-                       batch_size=FLAGS.predict_batch_size, checkpoint=FLAGS.checkpoint)
+                       batch_size=FLAGS.predict_batch_size, checkpoint=FLAGS.checkpoint,
+                       vocab_file=FLAGS.vocab_file or _pretrain_data_vocab(FLAGS.output_dir))
+
+
+def _pretrain_data_vocab(output_dir: Optional[str]) -> Optional[str]:
+    """The vocabulary named by the pre-training job's report in OUTPUT_DIR, if it is still there."""
+    report = os.path.join(output_dir or "", "pretrain_report.json")
+    if not output_dir or not os.path.exists(report):
+        return None
+    with open(report) as f:
+        vocab_file = json.load(f).get("config", {}).get("vocab_file")
+    return vocab_file if vocab_file and os.path.exists(vocab_file) else None
 
 
 def export(task: Task, pipeline_args: List[str]) -> None:

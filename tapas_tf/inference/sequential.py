@@ -286,12 +286,23 @@ class PredictOutcome:
     metrics: Optional[Dict[str, object]] = None
 
 
-def predictions_path(model_dir: str, split: str) -> str:
-    return os.path.join(model_dir, PREDICTIONS_DIR, f"{split}.tsv")
+GOLD_PREVIOUS_SUFFIX = "_gold_previous"
 
 
-def metrics_path(model_dir: str, split: str) -> str:
-    return os.path.join(model_dir, PREDICTIONS_DIR, f"{split}_metrics.json")
+def run_name(split: str, use_gold_previous_answer: bool = False) -> str:
+    """The name of a prediction run's files: `dev`, or `dev_gold_previous` when each question saw
+    the gold answer of the one before, so that the two evaluations of a split never overwrite
+    each other."""
+    return split + (GOLD_PREVIOUS_SUFFIX if use_gold_previous_answer else "")
+
+
+def predictions_path(model_dir: str, split: str, use_gold_previous_answer: bool = False) -> str:
+    return os.path.join(model_dir, PREDICTIONS_DIR, f"{run_name(split, use_gold_previous_answer)}.tsv")
+
+
+def metrics_path(model_dir: str, split: str, use_gold_previous_answer: bool = False) -> str:
+    return os.path.join(model_dir, PREDICTIONS_DIR,
+                        f"{run_name(split, use_gold_previous_answer)}_metrics.json")
 
 
 def _check_compatible(model_config, conversion_config: ConversionConfig, vocab_size: int) -> None:
@@ -320,9 +331,10 @@ def predict_model_dir(
 ) -> PredictOutcome:
     """Predicts (and evaluates) a split with a model directory's checkpoint.
 
-    Writes `model_dir/predictions/{split}.tsv`; with `evaluate`, also
-    `model_dir/predictions/{split}_metrics.json` and TensorBoard scalars under
-    `model_dir/eval_{split}` at the checkpoint's step.
+    Writes `model_dir/predictions/{name}.tsv`; with `evaluate`, also
+    `model_dir/predictions/{name}_metrics.json` and TensorBoard scalars under
+    `model_dir/eval_{name}` at the checkpoint's step. `name` is the split (`dev`), or
+    `dev_gold_previous` with `use_gold_previous_answer`, so both evaluations are kept.
 
     Args:
       conversion_config: conversion options; `fail_on_dropped_answers` is turned
@@ -348,7 +360,8 @@ def predict_model_dir(
                                use_gold_previous_answer=use_gold_previous_answer,
                                show_progress=show_progress)
     outcome = PredictOutcome(checkpoint=checkpoint, step=step,
-                             predictions_path=predictions_path(model_dir, split), run=run)
+                             predictions_path=predictions_path(model_dir, split, use_gold_previous_answer),
+                             run=run)
     os.makedirs(os.path.dirname(outcome.predictions_path), exist_ok=True)
     write_predictions_tsv(outcome.predictions_path, run.predictions)
     logging.info("Wrote %d predictions to %s; %d questions not converted (predicted empty)%s",
@@ -356,9 +369,11 @@ def predict_model_dir(
                  f": {run.failure_counts}" if run.failures else "")
     if evaluate:
         outcome.metrics = evaluate_sqa(interactions, run)
-        outcome.metrics_path = metrics_path(model_dir, split)
+        outcome.metrics["previous_answers"] = "gold" if use_gold_previous_answer else "predicted"
+        outcome.metrics_path = metrics_path(model_dir, split, use_gold_previous_answer)
         metrics_lib.write_metrics_json(outcome.metrics_path, outcome.metrics)
-        write_metric_summaries(os.path.join(model_dir, f"eval_{split}"), outcome.metrics, step)
+        write_metric_summaries(os.path.join(model_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),
+                               outcome.metrics, step)
         logging.info("%s metrics at step %d: %s", split, step, ", ".join(
             f"{name}={outcome.metrics[name]:.4f}" for name in SCALAR_METRICS if outcome.metrics[name] is not None))
     return outcome

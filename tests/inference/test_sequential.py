@@ -353,7 +353,7 @@ def test_metrics_json_and_summaries_of_known_predictions(tmp_path, monkeypatch):
 
     expected = {"ALL": 6 / 8, "SEQ": 1 / 3, "Q1": 2 / 3, "Q2": 2 / 3, "Q3": 1.0, "Q4+": 1.0,
                 "num_questions": 8, "num_sequences": 3, "num_conversion_failures": 1,
-                "conversion_failures": {"invalid_answer": 1}}
+                "conversion_failures": {"invalid_answer": 1}, "previous_answers": "predicted"}
     assert json.load(open(model_dir / "predictions" / "dev_metrics.json")) == expected
     assert outcome.metrics == expected
     rows = {r.question_id: r for r in read_predictions_tsv(str(model_dir / "predictions" / "dev.tsv"))}
@@ -414,6 +414,19 @@ def test_cli_predict_and_evaluate(sample_task):
     assert {tag for tag, step in _event_scalars(str(tmp / "model" / "eval_dev"))} == {"ALL", "SEQ", "Q1", "Q2"}
     assert "dev metrics at step 1: ALL=" in result.stderr
 
+    # The same split with gold previous answers goes to its own files: the first run's stay.
+    gold = _run_task("--mode=predict_and_evaluate", f"--output_dir={tmp / 'out'}",
+                     f"--model_dir={tmp / 'model'}", "--use_gold_previous_answer",
+                     f"--vocab_file={vocab}", "--max_seq_length=256", "--predict_batch_size=3")
+    assert gold.returncode == 0, gold.stderr[-3000:]
+    predictions = tmp / "model" / "predictions"
+    assert json.load(open(predictions / "dev_metrics.json")) == metrics
+    gold_metrics = json.load(open(predictions / "dev_gold_previous_metrics.json"))
+    assert (metrics["previous_answers"], gold_metrics["previous_answers"]) == ("predicted", "gold")
+    assert gold_metrics["num_questions"] == 4
+    assert len(read_predictions_tsv(str(predictions / "dev_gold_previous.tsv"))) == 4
+    assert {tag for tag, step in _event_scalars(str(tmp / "model" / "eval_dev_gold_previous"))} >= {"ALL"}
+
 
 def test_cli_predict_an_interactions_file_with_gold_previous_answers(sample_task):
     tmp, vocab = sample_task
@@ -423,9 +436,9 @@ def test_cli_predict_an_interactions_file_with_gold_previous_answers(sample_task
                        "--predict_split=train", "--use_gold_previous_answer", "--checkpoint="
                        + str(tmp / "model" / "checkpoints" / "ckpt-1"))
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_predictions_tsv(str(tmp / "model" / "predictions" / "train.tsv"))
+    rows = read_predictions_tsv(str(tmp / "model" / "predictions" / "train_gold_previous.tsv"))
     assert [r.question_id for r in rows] == ["s-7-0_0"]
-    assert not os.path.exists(tmp / "model" / "predictions" / "train_metrics.json")
+    assert not os.path.exists(tmp / "model" / "predictions" / "train_gold_previous_metrics.json")
 
 
 def test_cli_predict_needs_a_model_dir(tmp_path):

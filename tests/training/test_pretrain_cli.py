@@ -57,6 +57,8 @@ def output_dir(tmp_path_factory):
     os.makedirs(root / "tf_examples")
     assert _write_examples(str(root / "tf_examples" / "train-00000-of-00001.tfrecord"), maker, TABLES) == 12
     assert _write_examples(str(root / "tf_examples" / "test-00000-of-00001.tfrecord"), maker, TABLES[:1]) == 4
+    # As the pre-training job does: evaluate finds the examples' vocabulary here.
+    (root / "pretrain_report.json").write_text(json.dumps({"config": {"vocab_file": str(vocab)}}))
     return root
 
 
@@ -103,7 +105,9 @@ def test_pretrain_train_then_evaluate(output_dir, tmp_path):
                        f"--model_dir={model_dir}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.load(open(model_dir / "eval_pretrain" / "metrics.json"))
-    assert set(metrics) == {"accuracy", "predictions", "mlm_loss", "examples", "checkpoint", "step", "eval_file"}
+    assert set(metrics) == {"accuracy", "predictions", "mlm_loss", "examples", "checkpoint", "step", "eval_file",
+                            "soft_number_accuracy", "number_pieces"}
+    assert set(metrics["soft_number_accuracy"]) == set(LOCATIONS)
     assert (metrics["examples"], metrics["step"]) == (4, 20)
     for key in ("accuracy", "predictions"):
         assert set(metrics[key]) == set(LOCATIONS)
