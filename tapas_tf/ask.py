@@ -1,5 +1,6 @@
 """Command line: ask a table a question (`tapas_tf.inference.table_qa`).
 
+    python -m tapas_tf.ask --table=t.csv "which city is the largest?"   # the bundled tiny SQA model
     python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv "which city is the largest?"
     python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
     python -m tapas_tf.ask ... --html=answer.html "..."                  # also a self-contained page
@@ -16,7 +17,8 @@ from typing import List
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported).")
+flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported); "
+                    "default the bundled tiny SQA model.")
 flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
 flags.DEFINE_string("html", None, "Also write the answers and the table as a self-contained HTML page.")
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
@@ -28,8 +30,8 @@ flags.DEFINE_bool("json", False, "Print each answer as one JSON line instead of 
 
 
 def main(argv: List[str]) -> None:
-    if not FLAGS.model_dir or not FLAGS.table:
-        print("ask: error: --model_dir and --table are required", file=sys.stderr)
+    if not FLAGS.table:
+        print("ask: error: --table is required", file=sys.stderr)
         sys.exit(2)
     from tapas_tf.inference.console import Console
     from tapas_tf.inference.table_qa import AskError, TableQA

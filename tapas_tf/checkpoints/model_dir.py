@@ -124,7 +124,7 @@ def latest_checkpoint(model_dir: str) -> Optional[str]:
 
 
 def load_model(model_dir: str, checkpoint: Optional[str] = None):
-    """The Keras TapasForQuestionAnswering of a model directory, weights restored.
+    """The Keras TapasForQuestionAnswering of a model directory, weights restored (`restore_weights`).
 
     Args:
       model_dir: a directory written by training or by `tapas_tf.checkpoints.importer`.
@@ -135,12 +135,10 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
       `[batch, seq_len]` tensors named as the tf.Example features.
 
     Raises:
-      FileNotFoundError: no config, or no checkpoint.
+      FileNotFoundError: no config, or no weights.
       ValueError: the directory holds a masked-LM model (model_kind.json).
       CorruptCheckpointError (a ValueError): the checkpoint's files are truncated or damaged.
     """
-    import tensorflow as tf
-
     from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
 
     config = load_config(model_dir)
@@ -149,10 +147,28 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
                          "fine-tune it first (--mode=train --init_checkpoint=THAT_DIR)")
     model = TapasForQuestionAnswering(config)
     model(dummy_features(1, 8), training=False)  # Creates the variables.
+    restore_weights(model, model_dir, checkpoint)
+    return model
+
+
+def restore_weights(model, model_dir: str, checkpoint: Optional[str] = None) -> None:
+    """Restores a built TapasForQuestionAnswering from `checkpoint`, else the directory's newest
+    checkpoint, else its float16 weights (a compact directory, `tapas_tf.checkpoints.compact`).
+
+    Raises:
+      FileNotFoundError: none of them.
+      CorruptCheckpointError (a ValueError): the checkpoint's files are truncated or damaged.
+    """
+    import tensorflow as tf
+
+    from tapas_tf.checkpoints import compact
+
     checkpoint = checkpoint or latest_checkpoint(model_dir)
+    if checkpoint is None and compact.has_compact_weights(model_dir):
+        compact.restore_compact_weights(model, model_dir)
+        return
     if checkpoint is None:
-        raise FileNotFoundError(f"{model_dir}: no checkpoint under {CHECKPOINT_DIR}/")
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under {CHECKPOINT_DIR}/ and no {compact.WEIGHTS_FILE}")
     with reading_checkpoint(checkpoint, "restore its files or pass another --checkpoint"):
         status = tf.train.Checkpoint(model=model).restore(checkpoint)
     status.expect_partial().assert_existing_objects_matched()
-    return model

@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.checkpoints.bundled import bundled_model_dir  # noqa: E402
 from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
 from tapas_tf.inference.ask_encoding import (  # noqa: E402
     MODEL_INPUT_FEATURES,
@@ -67,13 +68,16 @@ class TableQA:
         self._functions: Dict[int, Callable] = {}
 
     @classmethod
-    def from_model_dir(cls, model_dir: str, checkpoint: Optional[str] = None, vocab_file: Optional[str] = None,
-                       prune: bool = True, max_seq_length: Optional[int] = None, **options) -> "TableQA":
-        """Loads any model directory (trained here, or imported from Hugging Face or TF1).
+    def from_model_dir(cls, model_dir: Optional[str] = None, checkpoint: Optional[str] = None,
+                       vocab_file: Optional[str] = None, prune: bool = True, max_seq_length: Optional[int] = None,
+                       **options) -> "TableQA":
+        """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
+        without one, the bundled tiny SQA model (`tapas_tf.checkpoints.bundled`).
 
         The vocabulary is `vocab_file`, else the model directory's `vocab.txt`, else BERT's uncased
         vocabulary (with `[EMPTY]`), which is what every released TAPAS model uses.
         """
+        model_dir = model_dir or bundled_model_dir()
         config = model_dir_lib.load_config(model_dir)
         model = _load_inference_model(model_dir, checkpoint, config)
         local_vocab = os.path.join(model_dir, "vocab.txt")
@@ -167,9 +171,5 @@ def _load_inference_model(model_dir: str, checkpoint: Optional[str], config):
                                  max_num_columns=max(config.max_num_columns, _MAX_SEGMENTS))
     model = TapasForQuestionAnswering(config)
     model(dummy_features(1, 8), training=False)  # Creates the variables.
-    prefix = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
-    if prefix is None:
-        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
-    with model_dir_lib.reading_checkpoint(prefix, "restore its files or pass another checkpoint"):
-        tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
+    model_dir_lib.restore_weights(model, model_dir, checkpoint)
     return model

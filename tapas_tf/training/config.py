@@ -51,8 +51,8 @@ class TrainConfig:
       gradient_clipping: clip the global gradient norm to this; None (or 0) does not clip.
       gradient_accumulation_steps: micro-batches per step; each replica's share of the batch is
         split into this many parts whose gradients are summed (same result, less memory).
-      use_xla: compile the forward and backward pass with XLA (`jit_compile=True`); slower on
-        CPU (see `distribution.default_use_xla`).
+      use_xla: compile the forward and backward pass with XLA (`jit_compile=True`); None
+        chooses at start-up (`tapas_tf.training.xla_choice`).
       save_checkpoints_steps: checkpoint every this many steps (and at the last step).
       keep_checkpoint_max: checkpoints kept; older ones are deleted.
       log_steps: TensorBoard scalars and a log line every this many steps.
@@ -79,7 +79,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     gradient_clipping: Optional[float] = None
     gradient_accumulation_steps: int = 1
-    use_xla: bool = False
+    use_xla: Optional[bool] = None
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     log_steps: int = 100

@@ -66,11 +66,3 @@ def uses_tpu(strategy: "tf.distribute.Strategy") -> bool:
     import tensorflow as tf
 
     return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
-
-
-def default_use_xla() -> bool:
-    """XLA by default only with GPUs. On CPU it made training slower: the tiny model at sequence
-    length 512, batch 8, took 0.26-0.27 s per step with XLA against 0.21-0.22 s without."""
-    import tensorflow as tf
-
-    return bool(tf.config.list_logical_devices("GPU"))

@@ -44,8 +44,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
-from tapas_tf.features import example_features  # noqa: E402
-from tapas_tf.features import vocab as vocab_lib  # noqa: E402
+from tapas_tf.features import (
+    example_features,  # noqa: E402
+    vocab as vocab_lib,  # noqa: E402
+)
 from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
 from tapas_tf.training import input_pipeline  # noqa: E402
 

@@ -45,12 +45,14 @@ from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  
 from tapas_tf.training import distribution, input_pipeline  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
 from tapas_tf.training.progress import TrainProgress  # noqa: E402
+from tapas_tf.training.xla_choice import MIN_STEPS_TO_MEASURE, XlaChoice, choose_xla, default_use_xla  # noqa: E402
 
 # Loss terms logged every log_steps: the model's total loss and the batch means of its terms.
 LOSS_TERMS = ("total_loss", "selection_loss", "aggregation_loss", "answer_loss")
 MASKED_LM_LOSS_TERMS = ("total_loss", "mlm_loss")
 TRAIN_DIR = "train"
 TRAIN_CONFIG_FILE = "train_config.json"
+XLA_CHOICE_FILE = "xla_choice.json"
 # BERT's choice: no weight decay on LayerNorm scales and offsets or on biases (regexes on names).
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
@@ -275,6 +277,7 @@ def train(
         logging.info("%s is at step %d; train_steps is %d: nothing to do.", model_dir, start, train_config.train_steps)
         return TrainResult(start, model, {})
 
+    train_config = _resolve_xla(train_config, model, strategy, replica_batch, start, model_dir if chief else None)
     save_dir = model_dir_lib.checkpoint_dir(model_dir) if chief else tempfile.mkdtemp(prefix="tapas_worker_")
     manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=train_config.keep_checkpoint_max)
     if chief:
@@ -351,6 +354,36 @@ def write_init_report(model_dir: str, model: tf_keras.Model, init_checkpoint: st
                  ", ".join(report["loaded"]), ", ".join(report["fresh_encoder_parts"]) or "no encoder part",
                  len(report["fresh_weights"]), INIT_REPORT_FILE)
     return report
+
+
+def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distribute.Strategy,
+                 replica_batch: int, start: int, model_dir: Optional[str]) -> TrainConfig:
+    """`config` with `use_xla` decided (see `tapas_tf.training.xla_choice`), written to
+    MODEL_DIR/train/xla_choice.json (when `model_dir` is given) and logged."""
+    if config.use_xla is not None:
+        choice = XlaChoice(config.use_xla, f"--use_xla={str(config.use_xla).lower()}")
+    elif distribution.uses_tpu(strategy):
+        choice = XlaChoice(False, "TPU: its programs are XLA already")
+    elif default_use_xla():
+        choice = XlaChoice(True, "GPU: XLA")
+    elif strategy.num_replicas_in_sync > 1:
+        choice = XlaChoice(False, "several replicas: not measured; plain TensorFlow")
+    elif config.train_steps - start < MIN_STEPS_TO_MEASURE:
+        choice = XlaChoice(False, f"{config.train_steps - start} steps to run (< {MIN_STEPS_TO_MEASURE}): "
+                                  "not worth measuring; plain TensorFlow")
+    else:
+        batch = next(iter(input_pipeline.make_dataset(
+            config.train_file, config.max_seq_length, replica_batch, training=True, shuffle_buffer=0,
+            max_predictions_per_seq=config.max_predictions_per_seq)))
+        num_micro = config.gradient_accumulation_steps
+        choice = choose_xla(_gradient_function(model, num_micro, 1.0 / num_micro, loss_terms(config)), batch)
+    logging.info("XLA %s: %s", "on" if choice.use_xla else "off", choice.reason)
+    if model_dir is not None:
+        directory = os.path.join(model_dir, TRAIN_DIR)
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(os.path.join(directory, XLA_CHOICE_FILE), "w") as f:
+            f.write(json.dumps(choice.to_dict(), indent=2, sort_keys=True) + "\n")
+    return dataclasses.replace(config, use_xla=choice.use_xla)
 
 
 def _write_train_config(model_dir: str, config: TrainConfig) -> None:

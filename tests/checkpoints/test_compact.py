@@ -1,0 +1,126 @@
+"""Compact (float16) model directories, and the model bundled with the package."""
+
+import json
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import tf_keras  # noqa: E402
+
+from tapas_tf.checkpoints import (
+    compact,  # noqa: E402
+    model_dir as model_dir_lib,  # noqa: E402
+)
+from tapas_tf.checkpoints.bundled import BUNDLED_DIR, bundled_model_dir  # noqa: E402
+from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config  # noqa: E402
+from tests.vocab_fixture import write_test_vocab  # noqa: E402
+
+MAX_BUNDLED_BYTES = 10 * 1024 * 1024
+
+
+def _random_model_dir(path, scale: float = 1.0) -> str:
+    config = tiny_config(num_aggregation_labels=4)
+    tf_keras.utils.set_random_seed(3)
+    model = TapasForQuestionAnswering(config)
+    model(dummy_features(1, 8))
+    for variable in model.weight_map().values():  # Random heads too, so that answers select cells.
+        variable.assign(np.random.default_rng(0).normal(0, 0.05, variable.shape).astype(np.float32) * scale)
+    save_model_dir(path, model, config)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    return _random_model_dir(tmp_path_factory.mktemp("source") / "model")
+
+
+@pytest.fixture(scope="module")
+def compacted(source, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("compact") / "model")
+    return out, compact.write_compact_model_dir(source, out, notes={"why": "a test"})
+
+
+def test_compact_directory_holds_float16_weights_and_their_provenance(source, compacted):
+    out, info = compacted
+    assert sorted(os.listdir(out)) == [compact.INFO_FILE, model_dir_lib.CONFIG_FILE, compact.WEIGHTS_FILE]
+    original = model_dir_lib.load_model(source).weight_map()
+    with np.load(os.path.join(out, compact.WEIGHTS_FILE)) as stored:
+        assert sorted(stored.files) == sorted(original)
+        assert all(stored[name].dtype == np.float16 for name in stored.files)
+        worst = max(float(np.max(np.abs(stored[n].astype(np.float32) - original[n].numpy()))) for n in stored.files)
+    assert info == json.load(open(os.path.join(out, compact.INFO_FILE)))
+    assert info["max_abs_rounding_error"] == pytest.approx(worst) and 0 < worst < 1e-3
+    assert info["parameters"] == sum(int(np.prod(v.shape)) for v in original.values())
+    assert info["notes"] == {"why": "a test"} and info["source_checkpoint"].endswith("ckpt-1")
+    assert model_dir_lib.load_config(out) == model_dir_lib.load_config(source)
+
+
+def test_compact_model_loads_in_float32_with_the_rounded_weights(source, compacted):
+    out, _ = compacted
+    restored = model_dir_lib.load_model(out)
+    assert all(v.dtype == "float32" for v in restored.weights)
+    with np.load(os.path.join(out, compact.WEIGHTS_FILE)) as stored:
+        for name, variable in restored.weight_map().items():
+            np.testing.assert_array_equal(variable.numpy(), stored[name].astype(np.float32))
+    features = dummy_features(2, 16)
+    original = model_dir_lib.load_model(source)(features, training=False)
+    again = restored(features, training=False)
+    np.testing.assert_allclose(again["probabilities"], original["probabilities"], atol=2e-3)
+
+
+def test_table_qa_answers_alike_from_the_compact_directory(source, compacted, tmp_path):
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    table = pd.DataFrame(ROWS, columns=HEADER)
+    full = TableQA.from_model_dir(source, vocab_file=vocab).answer(table, "which city?")
+    small = TableQA.from_model_dir(compacted[0], vocab_file=vocab).answer(table, "which city?")
+    assert small.coordinates == full.coordinates
+    np.testing.assert_allclose([c.probability for c in small.cells], [c.probability for c in full.cells], atol=2e-3)
+
+
+def test_compact_writing_refuses_weights_beyond_float16_and_an_existing_directory(source, compacted, tmp_path):
+    with pytest.raises(ValueError, match="already holds a model directory"):
+        compact.write_compact_model_dir(source, compacted[0])
+    huge = _random_model_dir(tmp_path / "huge", scale=1e7)
+    with pytest.raises(ValueError, match=r"variable .* beyond float16's largest value"):
+        compact.write_compact_model_dir(huge, str(tmp_path / "out"))
+
+
+def test_damaged_or_foreign_weights_are_named(compacted, tmp_path):
+    out = tmp_path / "damaged"
+    model_dir_lib.save_config(str(out), model_dir_lib.load_config(compacted[0]))
+    (out / compact.WEIGHTS_FILE).write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ValueError, match=f"{compact.WEIGHTS_FILE}: not a readable weights file"):
+        model_dir_lib.load_model(str(out))
+    with np.load(os.path.join(compacted[0], compact.WEIGHTS_FILE)) as stored:
+        weights = {name: stored[name] for name in stored.files if name != "output_bias"}
+    np.savez(out / compact.WEIGHTS_FILE, **weights)
+    with pytest.raises(ValueError, match=r"does not fit the model .* missing \['output_bias'\]"):
+        model_dir_lib.load_model(str(out))
+    os.remove(out / compact.WEIGHTS_FILE)
+    with pytest.raises(FileNotFoundError, match="no checkpoint under checkpoints/ and no weights_float16.npz"):
+        model_dir_lib.load_model(str(out))
+
+
+# --- the bundled model ------------------------------------------------------------------------
+
+
+def test_bundled_model_is_small_documented_and_answers():
+    directory = bundled_model_dir()
+    assert directory == BUNDLED_DIR
+    assert os.path.getsize(os.path.join(directory, compact.WEIGHTS_FILE)) <= MAX_BUNDLED_BYTES
+    info = json.load(open(os.path.join(directory, compact.INFO_FILE)))
+    notes = info["notes"]
+    assert {"commands", "sqa_dev_predicted_previous", "sqa_dev_gold_previous"} <= set(notes)
+    assert 0 < notes["sqa_dev_predicted_previous"]["ALL"] <= 1
+    config = model_dir_lib.load_config(directory)
+    assert (config.hidden_size, config.num_hidden_layers) == (128, 2)
+
+    table = pd.DataFrame({"Rank": ["1", "2", "3"], "Nation": ["Soviet Union", "East Germany", "United States"],
+                          "Gold": ["55", "37", "36"]})
+    result = TableQA.from_model_dir().answer(table, "which nation won the most gold medals?")
+    assert all(0 <= row < 3 and 0 <= column < 3 for row, column in result.coordinates)
