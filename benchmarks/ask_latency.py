@@ -71,6 +71,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from machine import machine, machine_line  # noqa: E402  (benchmarks/machine.py)
+
 from tapas_tf.data.readers.wtq import unescape  # noqa: E402  (WTQ's .tsv escapes; no TensorFlow)
 
 SIZES = ("tiny", "mini", "small", "medium", "base")
@@ -257,47 +259,6 @@ def wait_for_quiet(args: argparse.Namespace) -> dict:
         )
         time.sleep(args.poll_seconds)
         waited += args.poll_seconds + args.quiet_window
-
-
-def machine() -> dict:
-    model = "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    flags = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        with open("/proc/meminfo") as f:
-            mem_gib = round(int(f.readline().split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return dict(
-        cpu_model=model,
-        avx512f="avx512f" in flags,
-        avx2="avx2" in flags,
-        cpu_count=os.cpu_count(),
-        mem_gib=mem_gib,
-        platform=platform.platform(),
-    )
-
-
-def machine_line(m: dict) -> str:
-    return (
-        f"{m['cpu_count']}-core {m['cpu_model']} ({'with' if m['avx512f'] else 'without'} AVX-512, "
-        f"avx512f flag {'present' if m['avx512f'] else 'absent'}), {m['mem_gib']} GiB"
-    )
 
 
 # --- model directories -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Our Keras TAPAS against Hugging Face's PyTorch TAPAS, in one run, on the same inputs.
 
     python benchmarks/compare_with_torch.py --sizes tiny,mini,base \
-        --peer_python /work/peer/bin/python --json_out speed.jsonl --markdown_out speed.md
+        --peer_python .peer-env/bin/python --json_out speed.jsonl --markdown_out speed.md
 
 Runs `tf_tapas_bench.py` (this interpreter, or --tf_python) and `torch_tapas_bench.py` (the peer
 environment, --peer_python) as subprocesses, one measurement at a time and alternating between
@@ -15,9 +15,12 @@ Both benches build their batches with `synthetic_tables.make_batch` from the sam
 1-minute load average is read from /proc/loadavg; above --max_load, the run sleeps --poll_seconds
 and reads it again, for at most --max_wait_seconds (then measures anyway and records the load).
 
-Prints a markdown table of training examples/s (TF with and without XLA, torch, the ratios) and
-single-question latencies; every JSON line of both benches, plus the load before it started,
-goes to --json_out.
+Prints the machine (CPU model and instruction set, `machine.py`: the ratios depend on it), a
+markdown table of training examples/s (TF with and without XLA, TF's default, torch, the ratios)
+and single-question latencies; every JSON line of both benches, plus the load before it started
+and the machine, goes to --json_out. TF's default is the faster of the two TF columns: that is
+what training picks at start-up (`tapas_tf.training.xla_choice`, which times both on the run's
+own batch) for runs of 1,000 steps or more.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
+from machine import machine, machine_line  # noqa: E402
 
 BUCKETS = (64, 128, 256, 512)
 
@@ -66,7 +70,7 @@ def run_bench(command: List[str], label: str, args: argparse.Namespace) -> List[
     records = []
     for line in result.stdout.splitlines():
         if line.startswith("{"):
-            record = dict(json.loads(line), load_average_1min_before=load, label=label)
+            record = dict(json.loads(line), load_average_1min_before=load, label=label, machine=machine())
             records.append(record)
             if args.json_out:
                 with open(args.json_out, "a") as f:
@@ -130,9 +134,13 @@ def _fmt(record: Optional[dict], key: str, digits: int = 1) -> str:
 
 def markdown(records: List[dict], sizes: List[str], lengths: List[int]) -> str:
     """Training and latency tables; ratios are TF speed / torch speed (> 1: TF faster)."""
+    machines = [r["machine"] for r in records if r.get("machine")]
     lines = [
-        "| size, batch | TF XLA ex/s | TF no-XLA ex/s | torch ex/s | TF XLA / torch | TF no-XLA / torch | load before (TF XLA, torch) |",
-        "|---|---|---|---|---|---|---|",
+        f"Machine: {machine_line(machines[0]) if machines else 'not recorded'}",
+        "",
+        "| size, batch | TF XLA ex/s | TF no-XLA ex/s | torch ex/s | TF XLA / torch | TF no-XLA / torch | "
+        "TF default / torch | load before (TF XLA, torch) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for size in sizes:
         xla = _find(records, framework="tensorflow", size=size, measure="train", jit_compile=True)
@@ -143,7 +151,7 @@ def markdown(records: List[dict], sizes: List[str], lengths: List[int]) -> str:
         lines.append(
             f"| {size}, {batch} | {_fmt(xla, 'examples_per_s', 2)} | {_fmt(plain, 'examples_per_s', 2)} | "
             f"{_fmt(torch, 'examples_per_s', 2)} | {_ratio(_get(xla), _get(torch))} | "
-            f"{_ratio(_get(plain), _get(torch))} | {loads} |"
+            f"{_ratio(_get(plain), _get(torch))} | {_ratio(_default(xla, plain), _get(torch))} | {loads} |"
         )
     lines += [
         "",
@@ -176,6 +184,12 @@ def markdown(records: List[dict], sizes: List[str], lengths: List[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _default(xla: Optional[dict], plain: Optional[dict]) -> Optional[float]:
+    """TF's default training speed: the faster path, as the start-up measurement picks it."""
+    speeds = [v for v in (_get(xla), _get(plain)) if v]
+    return max(speeds) if speeds else None
+
+
 def _get(record: Optional[dict]) -> Optional[float]:
     return None if record is None else record.get("examples_per_s")
 
@@ -192,7 +206,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--infer_runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--infer_lengths", default="100,200", help="extra single-question table lengths (tokens)")
-    parser.add_argument("--peer_python", default="/work/peer/bin/python")
+    parser.add_argument("--peer_python", default=".peer-env/bin/python")
     parser.add_argument("--tf_python", default=sys.executable)
     parser.add_argument("--measures", default="train,infer", help="train, infer or both")
     parser.add_argument("--skip_no_xla", action="store_true", help="train TF with XLA only")
@@ -219,6 +233,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             records += measure_size(size, args)
     table = markdown(records, sizes, lengths)
     print(table)
+    print(f"# machine: {machine_line()}", file=sys.stderr)
     if args.markdown_out:
         with open(args.markdown_out, "w") as f:
             f.write(table)

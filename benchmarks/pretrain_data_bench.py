@@ -17,7 +17,6 @@ import argparse
 import bz2
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 from typing import Dict, List
 
 import psutil
+from machine import machine_line  # benchmarks/machine.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES_PER_STREAM = 100
@@ -88,13 +88,6 @@ def run_job(dump: str, out_dir: str, workers: int) -> Dict[str, object]:
             "tables_per_s": round(tables / seconds, 1)}
 
 
-def cpu_line() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor())
-    avx512 = any("avx512f" in line for line in open("/proc/cpuinfo") if line.startswith("flags"))
-    return f"{model}, {os.cpu_count()} cores, AVX-512 {'yes' if avx512 else 'no'}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dump", required=True)
@@ -113,7 +106,7 @@ def main() -> None:
             result = {"scale": scale, **run_job(dump, os.path.join(args.work_dir, f"out{scale}x_{workers}w"), workers)}
             print(json.dumps(result), flush=True)
             results.append(result)
-    summary = {"machine": cpu_line(), "sample_pages": len(pages), "results": results}
+    summary = {"machine": machine_line(), "sample_pages": len(pages), "results": results}
     by = {(r["scale"], r["workers"]): r for r in results}
     if (1, 1) in by and (10, 1) in by:
         summary["memory_10x_over_1x"] = round(by[(10, 1)]["peak_rss_mb"] / by[(1, 1)]["peak_rss_mb"], 3)
