@@ -355,11 +355,11 @@ def _result_fields(result) -> dict:
     )
 
 
-def run_ours(model_dir: str, spec: dict, jit_compile: Optional[bool] = None) -> dict:
+def run_ours(model_dir: str, spec: dict, jit_compile: Optional[bool] = None, precision: str = "float32") -> dict:
     """Loads TableQA, answers the warm-up questions, then times each question."""
     from tapas_tf.inference.table_qa import TableQA
 
-    options = {} if jit_compile is None else {"jit_compile": jit_compile}
+    options = {"precision": precision} if jit_compile is None else {"jit_compile": jit_compile, "precision": precision}
     started = time.perf_counter()
     qa = TableQA.from_model_dir(model_dir, **options)
     load_seconds = time.perf_counter() - started
@@ -395,6 +395,7 @@ def run_ours(model_dir: str, spec: dict, jit_compile: Optional[bool] = None) -> 
             real_lengths.append(None)
     settings = dict(
         jit_compile=getattr(qa, "jit_compile", None),
+        precision=getattr(qa, "precision", None),
         threshold=getattr(qa, "threshold", None),
         buckets=list(getattr(qa.encoder, "buckets", ())),
     )
@@ -487,8 +488,11 @@ def markdown(report: dict) -> str:
             else:  # The pipeline runs at the real length.
                 lengths = f"{record.get('mean_seq_length', 'n/a')} ({record.get('mean_seq_length', 'n/a')})"
                 cut = f"{record.get('truncated_questions', 'n/a')} rows dropped"
+            name = SIDE_NAMES[side]
+            if side == "ours" and record.get("settings", {}).get("precision") not in (None, "float32"):
+                name += f" ({record['settings']['precision']})"
             lines.append(
-                f"| {size} | {SIDE_NAMES[side]} | {s.get('answered', 0)}/{len(record['latencies_ms'])} | "
+                f"| {size} | {name} | {s.get('answered', 0)}/{len(record['latencies_ms'])} | "
                 f"{s.get('median_ms', 'n/a')} | {s.get('p90_ms', 'n/a')} | {s.get('mean_ms', 'n/a')} | "
                 f"{lengths} | {cut} | {record['other_cores_during']:.2f} |"
             )
@@ -533,6 +537,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     )
     parser.add_argument("--threads", type=int, default=2, help="TF intra-op threads, torch.set_num_threads")
     parser.add_argument("--inter_op_threads", type=int, default=1)
+    parser.add_argument("--precision", default="float32", choices=("float32", "bfloat16"),
+                        help="TableQA's precision (bfloat16: oneDNN's rewrite of the matrix products)")
     parser.add_argument("--jit_compile", default="", choices=("", "true", "false"),
                         help="TableQA's jit_compile (default: TableQA's own default)")
     parser.add_argument("--peer_python", default=os.path.join(ROOT, ".peer-env", "bin", "python"))
@@ -647,7 +653,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     for size in sizes:
         entry = {}
         ours = measure_side(
-            "ours", size, lambda size=size: run_ours(dirs[size]["ours"], spec, args.jit_compile), spec, args
+            "ours", size, lambda size=size: run_ours(dirs[size]["ours"], spec, args.jit_compile, args.precision), spec, args
         )
         ours["mean_seq_length"] = _mean(ours["seq_lengths"])
         ours["mean_real_length"] = _mean(ours["real_lengths"])

@@ -269,3 +269,32 @@ def test_cli_errors_are_one_line(trained, tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("ask: error: ") and "missing.csv" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- bfloat16 ----------------------------------------------------------------------------------
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and ("avx512_bf16" in line or "amx_bf16" in line) for line in f)
+    except OSError:
+        return False
+
+
+def test_bfloat16_precision_stays_close_and_leaves_other_functions_alone(random_model_dir):
+    full = TableQA.from_model_dir(random_model_dir)
+    half = TableQA.from_model_dir(random_model_dir, precision="bfloat16")
+    encoded = full.encoder.encode(full.encoder.prepare(AMOUNTS), "what is the total amount?")
+    length = len(encoded.features["input_ids"])
+    ours, theirs = (qa._call(length, [encoded.features]) for qa in (full, half))  # pylint: disable=protected-access
+    np.testing.assert_allclose(theirs["probabilities"], ours["probabilities"], atol=5e-2)
+    if _cpu_has_bf16():  # Elsewhere TensorFlow keeps the graph in float32.
+        assert np.abs(theirs["probabilities"] - ours["probabilities"]).max() > 0
+    # The rewrite was on only while the bfloat16 function first ran.
+    assert not tf.config.optimizer.get_experimental_options().get("auto_mixed_precision_onednn_bfloat16", False)
+    again = full._call(length, [encoded.features])  # pylint: disable=protected-access
+    np.testing.assert_array_equal(again["probabilities"], ours["probabilities"])
+    assert half.answer(AMOUNTS, "what is the total amount?").operator in ("NONE", "SUM", "AVERAGE", "COUNT")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        TableQA.from_model_dir(random_model_dir, precision="float16")
