@@ -291,7 +291,7 @@ def test_bfloat16_precision_stays_close_and_leaves_other_functions_alone(random_
     np.testing.assert_allclose(theirs["probabilities"], ours["probabilities"], atol=5e-2)
     if _cpu_has_bf16():  # Elsewhere TensorFlow keeps the graph in float32.
         assert np.abs(theirs["probabilities"] - ours["probabilities"]).max() > 0
-    # The rewrite was on only while the bfloat16 function first ran.
+    # The rewrite is on only during the bfloat16 model's calls.
     assert not tf.config.optimizer.get_experimental_options().get("auto_mixed_precision_onednn_bfloat16", False)
     again = full._call(length, [encoded.features])  # pylint: disable=protected-access
     np.testing.assert_array_equal(again["probabilities"], ours["probabilities"])
