@@ -63,6 +63,7 @@ def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[s
     model_dir_lib.save_config(out_dir, model_dir_lib.load_config(model_dir))
     np.savez_compressed(os.path.join(out_dir, WEIGHTS_FILE), **weights)
     info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
+            "source_step": _checkpoint_step(checkpoint) if checkpoint else 0,
             "variables": len(weights), "parameters": int(sum(w.size for w in weights.values())),
             "max_abs_rounding_error": worst,
             "weights_bytes": os.path.getsize(os.path.join(out_dir, WEIGHTS_FILE)),
@@ -70,6 +71,28 @@ def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[s
     with open(os.path.join(out_dir, INFO_FILE), "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info
+
+
+def source_step(model_dir: str) -> int:
+    """The training step of the checkpoint a compact directory was made from (0 if unknown)."""
+    try:
+        with open(os.path.join(model_dir, INFO_FILE), encoding="utf-8") as f:
+            return int(json.load(f).get("source_step") or 0)
+    except (OSError, ValueError, TypeError):
+        return 0
+
+
+def _checkpoint_step(checkpoint: str) -> int:
+    """The `step` variable a training checkpoint saves, else the `-N` of its prefix, else 0."""
+    import re
+
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(checkpoint)
+    if reader.has_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"):
+        return int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+    found = re.search(r"-(\d+)$", checkpoint)
+    return int(found.group(1)) if found else 0
 
 
 def restore_compact_weights(model, model_dir: str) -> None:

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.checkpoints import compact, model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.features.classifier_examples import ConvertedExample, ExampleConverter  # noqa: E402
@@ -342,18 +342,19 @@ def predict_model_dir(
       checkpoint: a checkpoint prefix; default the newest in `model_dir`.
     """
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
+    if checkpoint is None and not compact.has_compact_weights(model_dir):
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/ "
+                                f"and no {compact.WEIGHTS_FILE}")
     conversion_config = dataclasses.replace(conversion_config, fail_on_dropped_answers=False)
     converter = ExampleConverter(conversion_config)
     _check_compatible(model_dir_lib.load_config(model_dir), conversion_config, converter.tokenizer.vocab_size)
     model = model_dir_lib.load_model(model_dir, checkpoint)
-    step = checkpoint_step(checkpoint)
+    step = checkpoint_step(checkpoint) if checkpoint else compact.source_step(model_dir)
     interactions = list(read_interactions(interactions_file))
     if not any(interaction.questions for interaction in interactions):
         raise ValueError(f"{interactions_file}: no questions to predict")
     logging.info("Predicting %d questions of %s with %s (step %d)",
-                 sum(len(i.questions) for i in interactions), interactions_file, checkpoint, step)
+                 sum(len(i.questions) for i in interactions), interactions_file, checkpoint or model_dir, step)
 
     model_fn = compiled_model_fn(model, batch_size, conversion_config.max_seq_length, jit_compile)
     run = predict_interactions(interactions, converter, BatchPredictor(model_fn, batch_size),

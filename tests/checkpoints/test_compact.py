@@ -17,7 +17,14 @@ from tapas_tf.checkpoints import (
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR, bundled_model_dir  # noqa: E402
 from tapas_tf.inference.table_qa import TableQA  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config  # noqa: E402
+from tests.inference.test_sequential import (  # noqa: E402, F401 (trained is a fixture)
+    HEADER,
+    ROWS,
+    SEQ,
+    save_model_dir,
+    tiny_config,
+    trained,
+)
 from tests.vocab_fixture import write_test_vocab  # noqa: E402
 
 MAX_BUNDLED_BYTES = 10 * 1024 * 1024
@@ -124,3 +131,18 @@ def test_bundled_model_is_small_documented_and_answers():
                           "Gold": ["55", "37", "36"]})
     result = TableQA.from_model_dir().answer(table, "which nation won the most gold medals?")
     assert all(0 <= row < 3 and 0 <= column < 3 for row, column in result.coordinates)
+
+
+def test_sequential_prediction_runs_on_a_compact_directory(trained, tmp_path):  # noqa: F811
+    from tapas_tf.features.conversion_config import ConversionConfig
+    from tapas_tf.inference import sequential
+
+    out = str(tmp_path / "compact")
+    compact.write_compact_model_dir(trained["model_dir"], out)
+    config = ConversionConfig(vocab_file=trained["vocab"], max_seq_length=SEQ)
+    full = sequential.predict_model_dir(trained["model_dir"], trained["file"], "dev", config, evaluate=True,
+                                        show_progress=False)
+    small = sequential.predict_model_dir(out, trained["file"], "dev", config, evaluate=True, show_progress=False)
+    assert small.step == full.step == compact.source_step(out) > 0
+    assert [p.coordinates for p in small.run.predictions] == [p.coordinates for p in full.run.predictions]
+    assert small.metrics["ALL"] == full.metrics["ALL"] == 1.0
