@@ -13,8 +13,8 @@ table, from strict to loose normalisation (`LEVELS`):
             ("1,000" = "1000", "2.50" = "2.5"), or the same whole-text date
             ("1998-11-10" = "November 10, 1998"; WTQ's "xx" parts allowed)
 
-The rule. A cell and an answer match at the strictest level whose keys are
-equal; that level's index is the cost of pairing them. For k = 0, 1, ... the
+The rule. A cell and an answer match at the strictest level where their keys
+meet; that level's index is the cost of pairing them. For k = 0, 1, ... the
 answers are assigned to DISTINCT cells with `linear_sum_assignment`, using only
 pairs that match at a level <= k, minimising the summed cost (so strict pairs
 win over loose ones). The first k where every answer gets a cell decides: its
