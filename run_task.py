@@ -317,7 +317,7 @@ MODES: Dict[str, Callable[[Task, List[str]], None]] = {
 # The tasks each mode is built for. Any other pair is refused in one line before work starts, so
 # that no run exits 0 having done nothing. Extend it as tasks are built.
 BUILT_FOR: Dict[str, FrozenSet[Task]] = {
-    "create_data": frozenset({Task.SQA}),  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
+    "create_data": frozenset({Task.SQA, Task.WTQ}),  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
     "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.PRETRAIN}),  # From TFRecords made by any tool.
     "predict": frozenset({Task.SQA}),
     "predict_and_evaluate": frozenset({Task.SQA}),

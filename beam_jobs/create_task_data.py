@@ -10,6 +10,7 @@ every line and question of every split (docs/DATA_CONTRACT.md).
 """
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers import sqa
+from tapas_tf.data.readers import sqa, wtq
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines import beam_options, classifier_data, reports, runners, task_files
 from tapas_tf.tasks import Split, Task
@@ -29,13 +30,19 @@ REPORT_FILE = reports.REPORT_FILE
 
 
 # The reader of each task's release files; create_data is built for these tasks.
-RELEASE_FILES = {Task.SQA: sqa.SqaFile}
+RELEASE_FILES = {Task.SQA: sqa.SqaFile, Task.WTQ: wtq.WtqFile}
+# Tasks whose answers are texts only: cells come from weak supervision (`data.answer_matching`),
+# which drops unusable training questions by reason and keeps every evaluation question.
+WEAKLY_SUPERVISED = frozenset({Task.WTQ})
 
 
-def _release_file(task: Task):
+def _release_file(task: Task, split: Optional[Split] = None):
+    """The reader class of `task`, bound to the split's supervision mode where answers are texts."""
     if task not in RELEASE_FILES:
         raise ValueError(f"create_data is not built for {task.value} yet; it is for "
                          f"{', '.join(t.value for t in RELEASE_FILES)}")
+    if task in WEAKLY_SUPERVISED and split is not None:
+        return functools.partial(RELEASE_FILES[task], supervision="train" if split.is_training else "eval")
     return RELEASE_FILES[task]
 
 
@@ -53,7 +60,8 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
         paths = task_files.split_paths(output_dir, split.name)
         split_config = ConversionConfig(**{**config.__dict__, "fail_on_dropped_answers": split.is_training})
         source = os.path.join(input_dir, split.file_name)
-        read = root | f"{split.name}/Read" >> classifier_data.ReadReleaseFile(source, input_dir, _release_file(task))
+        read = root | f"{split.name}/Read" >> classifier_data.ReadReleaseFile(
+            source, input_dir, _release_file(task, split))
         annotated = read.interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers(source)
         (annotated.interactions
          | f"{split.name}/WriteInteractions" >> beam.io.WriteToTFRecord(

@@ -49,6 +49,14 @@ _SQA_SPLITS = (
     Split("test", "test.tsv", is_training=False, required=False),
 )
 
+# WikiTableQuestions: the first random split of its training set; the test set is the release's
+# tables unseen in training. `training.tsv` (train and dev together) is a TRAIN_FILE override.
+_WTQ_SPLITS = (
+    Split("train", "random-split-1-train.tsv", is_training=True),
+    Split("dev", "random-split-1-dev.tsv", is_training=False),
+    Split("test", "pristine-unseen-tables.tsv", is_training=False, required=False),
+)
+
 PRESETS = {
     Task.SQA: TaskPreset(
         splits=_SQA_SPLITS, train_steps=200_000, learning_rate=1.25e-5, warmup_ratio=0.2,
@@ -59,7 +67,7 @@ PRESETS = {
         huber_loss_delta=1265.74, cell_selection_preference=0.611754, gradient_clipping=10.0,
         select_one_column=False, num_aggregation_labels=4, use_answer_as_supervision=True),
     Task.WTQ: TaskPreset(
-        splits=(), train_steps=50_000, learning_rate=1.93581e-5, warmup_ratio=0.128960,
+        splits=_WTQ_SPLITS, train_steps=50_000, learning_rate=1.93581e-5, warmup_ratio=0.128960,
         train_batch_size=512, temperature=0.0352513, answer_loss_cutoff=0.664694,
         huber_loss_delta=0.121194, cell_selection_preference=0.207951, gradient_clipping=10.0,
         select_one_column=True, init_cell_selection_weights_to_zero=True,

@@ -278,8 +278,11 @@ def supervise_question(table: interaction_pb2.Table, question: interaction_pb2.Q
     del answer.answer_coordinates[:]
     for row, column in result.coordinates:
         answer.answer_coordinates.add(row_index=row, column_index=column)
-    answer.is_valid = result.status == MATCHED or has_float
-    if mode == EVAL or answer.is_valid:
+    usable = result.status == MATCHED or has_float
+    # An evaluation question is scored on its answer texts, so it is always predicted: its
+    # coordinates are a best effort, not a label the conversion should refuse.
+    answer.is_valid = usable or mode == EVAL
+    if answer.is_valid:
         return result, None
     return result, DROP_AMBIGUOUS if result.status == AMBIGUOUS else DROP_NO_MATCH
 
@@ -289,7 +292,8 @@ def apply_weak_supervision(interaction: interaction_pb2.Interaction, mode: str,
     """Fills the answer coordinates of every question of `interaction` from its answer texts.
 
     Args:
-      interaction: modified in place: `answer_coordinates` and `is_valid` are set,
+      interaction: modified in place: `answer_coordinates` and `is_valid` are set (in eval
+        mode `is_valid` is always true: every question is predicted),
         `answer_texts` and `float_value` are left as they are.
       mode: "train": returns a drop reason ("no_match" or "ambiguous_match") for the
         first question that has neither a unique match nor a float answer; "eval":

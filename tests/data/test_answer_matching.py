@@ -182,8 +182,10 @@ def test_a_match_fills_the_coordinates():
 def test_no_match_is_dropped_in_train_and_kept_in_eval():
     interaction = _interaction(DOC_TABLE, ["Bears"])
     assert am.apply_weak_supervision(interaction, "train") == "no_match"
+    assert not interaction.questions[0].answer.is_valid
     assert am.apply_weak_supervision(interaction, "eval") is None
-    assert _coordinates(interaction) == [] and not interaction.questions[0].answer.is_valid
+    # Evaluation questions are always predicted (and scored on their answer texts).
+    assert _coordinates(interaction) == [] and interaction.questions[0].answer.is_valid
 
 
 def test_a_float_answer_without_a_match_is_kept():
@@ -196,8 +198,9 @@ def test_a_float_answer_without_a_match_is_kept():
 def test_an_ambiguous_match_is_dropped_in_train_and_kept_without_cells_in_eval():
     interaction = _interaction(_table(["Gold", "1"], ["Gold", "2"]), ["Gold"])
     assert am.apply_weak_supervision(interaction, "train") == "ambiguous_match"
+    assert not interaction.questions[0].answer.is_valid
     assert am.apply_weak_supervision(interaction, "eval") is None
-    assert _coordinates(interaction) == [] and not interaction.questions[0].answer.is_valid
+    assert _coordinates(interaction) == [] and interaction.questions[0].answer.is_valid
 
 
 def test_an_ambiguous_float_answer_is_kept_without_cells():

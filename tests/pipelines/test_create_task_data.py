@@ -182,3 +182,57 @@ def test_a_missing_required_column_refuses_the_job_before_it_starts(tmp_path):
                                          r"answer_coordinates"):
         _run(tmp_path, data)
     assert not (tmp_path / "out" / REPORT_FILE).exists()
+
+
+# --- WikiTableQuestions: answers are texts; cells come from weak supervision --------------------
+
+WTQ_TABLE = "City\tCountry\tPopulation\nParis\tFrance\t2,148,000\nLyon\tFrance\t513,000\nBerlin\tGermany\t3,645,000\n"
+WTQ_HEADER = "id\tutterance\tcontext\ttargetValue"
+
+
+def _wtq_release(tmp_path):
+    data = tmp_path / "wtq"
+    (data / "csv" / "200-csv").mkdir(parents=True)
+    (data / "csv" / "200-csv" / "0.tsv").write_text(WTQ_TABLE)
+    (data / "random-split-1-train.tsv").write_text("\n".join([
+        WTQ_HEADER,
+        "nt-0\twhich city is in germany?\tcsv/200-csv/0.csv\tBerlin",      # one cell
+        "nt-1\twhich cities are in france?\tcsv/200-csv/0.csv\tParis|Lyon",  # two distinct cells
+        "nt-2\twhat is the capital of italy?\tcsv/200-csv/0.csv\tRome",      # no cell, no number: dropped
+        "nt-3\twhich country has two cities?\tcsv/200-csv/0.csv\tFrance",    # two equal cells: dropped
+        "nt-4\thow many cities?\tcsv/200-csv/0.csv\t3",                      # a number: kept, no cells
+    ]) + "\n")
+    (data / "random-split-1-dev.tsv").write_text("\n".join([
+        WTQ_HEADER,
+        "nt-5\twhich city is largest?\tcsv/200-csv/0.csv\tBerlin",
+        "nt-6\twhat is the capital of italy?\tcsv/200-csv/0.csv\tRome",      # kept: predicted, counted wrong
+    ]) + "\n")
+    return data
+
+
+def test_cli_create_data_for_wtq_keeps_every_dev_question_and_counts_train_drops(tmp_path):
+    data, out = _wtq_release(tmp_path), tmp_path / "out"
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run_task.py"), "--task=WTQ", "--mode=create_data",
+         f"--input_dir={data}", f"--output_dir={out}", f"--vocab_file={vocab}", "--max_seq_length=128",
+         "--direct_num_workers=1"],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.load(open(out / REPORT_FILE))
+    train, dev = report["splits"]["train"], report["splits"]["dev"]
+    assert (train["questions_read"], train["examples_written"]) == (5, 3)
+    assert train["skipped"] == {"answer_no_match": 1, "answer_ambiguous": 1}
+    assert train["adds_up"] and dev["adds_up"]
+    assert (dev["questions_read"], dev["examples_written"], dev["skipped"]) == (2, 2, {})
+    failures = (out / "failures" / "train.tsv").read_text().splitlines()
+    assert [line.split("\t")[2:4] for line in failures[1:]] == [["nt-2_0", "answer_no_match"],
+                                                                ["nt-3_0", "answer_ambiguous"]]
+    interactions = {i.id: i for i in read_interactions(str(out / "interactions" / "train.tfrecord"))}
+    answers = {key: interactions[key].questions[0].answer for key in interactions}
+    assert sorted(answers) == ["nt-0", "nt-1", "nt-4"]
+    assert [(c.row_index, c.column_index) for c in answers["nt-0"].answer_coordinates] == [(2, 0)]
+    assert sorted((c.row_index, c.column_index) for c in answers["nt-1"].answer_coordinates) == [(0, 0), (1, 0)]
+    assert list(answers["nt-4"].answer_coordinates) == [] and answers["nt-4"].float_value == 3.0
+    dev_answers = {i.id: i.questions[0].answer for i in read_interactions(str(out / "interactions" / "dev.tfrecord"))}
+    assert list(dev_answers["nt-6"].answer_coordinates) == [] and list(dev_answers["nt-6"].answer_texts) == ["Rome"]
