@@ -231,7 +231,6 @@ def _predict(task: Task, evaluate: bool) -> None:
 
     The conversion options come from the flags, with fail_on_dropped_answers off.
     """
-    del task  # BUILT_FOR admits SQA only, whose protocol predict_model_dir follows.
     _require("model_dir")
     if not FLAGS.interactions_file:
         _require("output_dir")
@@ -248,7 +247,8 @@ def _predict(task: Task, evaluate: bool) -> None:
     predict_model_dir(FLAGS.model_dir, interactions_file, FLAGS.predict_split, _conversion_config(),
                       checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
-                      jit_compile=FLAGS.predict_jit_compile)
+                      jit_compile=FLAGS.predict_jit_compile,
+                      evaluation="sqa" if task == Task.SQA else "denotation")
 
 
 def predict(task: Task, pipeline_args: List[str]) -> None:
@@ -319,8 +319,8 @@ MODES: Dict[str, Callable[[Task, List[str]], None]] = {
 BUILT_FOR: Dict[str, FrozenSet[Task]] = {
     "create_data": frozenset({Task.SQA, Task.WTQ}),  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
     "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.PRETRAIN}),  # From TFRecords made by any tool.
-    "predict": frozenset({Task.SQA}),
-    "predict_and_evaluate": frozenset({Task.SQA}),
+    "predict": frozenset({Task.SQA, Task.WTQ}),
+    "predict_and_evaluate": frozenset({Task.SQA, Task.WTQ}),
     "evaluate": frozenset({Task.PRETRAIN}),  # Masked-LM accuracy.
     "export": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # Any model directory.
 }

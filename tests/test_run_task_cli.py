@@ -137,8 +137,7 @@ def test_unknown_flag_of_train_names_the_nearest_flag(tmp_path):
     assert_short_error(result, 2, "--train_step=3", "did you mean --train_steps?")
 
 
-@pytest.mark.parametrize("task, mode", [("WTQ", "create_data"), ("SQA", "evaluate"),
-                                        ("WIKISQL", "predict_and_evaluate")])
+@pytest.mark.parametrize("task, mode", [("PRETRAIN", "predict"), ("SQA", "evaluate"), ("PRETRAIN", "export")])
 def test_task_and_mode_not_built_yet_are_refused(tmp_path, task, mode):
     result = run_task(f"--task={task}", f"--mode={mode}", "--input_dir=in", "--output_dir=out",
                       "--model_dir=model", cwd=tmp_path)

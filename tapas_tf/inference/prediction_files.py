@@ -6,6 +6,7 @@ people, by pandas and by the original SQA evaluation conventions.
 
 import ast
 import csv
+import math
 import re
 from typing import Iterable, Optional, Sequence
 
@@ -160,3 +161,33 @@ def _read_rows(reader, path: str) -> list[Prediction]:
         except (ValueError, SyntaxError, TypeError) as e:
             raise ValueError(f"{path}:{line}: {e}") from e
     return predictions
+
+
+# --- the WikiTableQuestions evaluator's format ---------------------------------------------------
+
+
+def escape_wtq(text: str) -> str:
+    """The WTQ release's TSV escapes: backslash, newline as `\\n`, `|` as `\\p`; tabs become spaces."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("|", "\\p").replace("\t", " ")
+
+
+def official_values(answer: Optional[Answer]) -> list[str]:
+    """The executed answer as the evaluator reads it: cell texts, or one number without a useless
+    `.0` (`3`, `2.5`); NaN or no answer is an empty list."""
+    if answer is None:
+        return []
+    if isinstance(answer, float):
+        if math.isnan(answer) or math.isinf(answer):
+            return []
+        return [str(int(answer)) if answer.is_integer() else repr(answer)]
+    return list(answer)
+
+
+def write_official_tsv(path: str, predictions: Iterable[Prediction]) -> None:
+    """One line per question for the WikiTableQuestions evaluator: the example id (the question id
+    without its `_0` position suffix), then each answer value, tab-separated and escaped."""
+    with open(path, "w", encoding="utf-8") as f:
+        for prediction in predictions:
+            example_id = prediction.question_id[:-2] if prediction.question_id.endswith("_0") else \
+                prediction.question_id
+            f.write("\t".join([example_id] + [escape_wtq(v) for v in official_values(prediction.answer)]) + "\n")

@@ -38,12 +38,12 @@ from tapas_tf.features.conversion_config import ConversionConfig, ConversionErro
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
 from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
 from tapas_tf.inference.decoding import NONE, Coordinate, Prediction, decode_prediction  # noqa: E402
-from tapas_tf.inference.prediction_files import write_predictions_tsv  # noqa: E402
+from tapas_tf.inference.prediction_files import write_official_tsv, write_predictions_tsv  # noqa: E402
 
 # Model outputs that decoding needs (aggregation_logits only with an aggregation head).
 MODEL_OUTPUTS = ("probabilities", "aggregation_logits")
 # The SQA metrics written to TensorBoard.
-SCALAR_METRICS = ("ALL", "SEQ", "Q1", "Q2", "Q3", "Q4+")
+SCALAR_METRICS = ("ALL", "SEQ", "Q1", "Q2", "Q3", "Q4+", "denotation_accuracy")
 PREDICTIONS_DIR = "predictions"
 # Where a training checkpoint keeps its step (tf.train.Checkpoint(step=...)).
 _STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
@@ -251,6 +251,20 @@ def evaluate_sqa(interactions: Sequence[interaction_pb2.Interaction], run: Predi
     return result
 
 
+def evaluate_denotations(interactions: Sequence[interaction_pb2.Interaction], run: PredictionRun
+                         ) -> Dict[str, object]:
+    """WTQ and WikiSQL: denotation accuracy, the executed answer against the answer texts (a
+    question that was not converted counts as wrong)."""
+    correct = [ok for _, ok in question_results(interactions, run)]
+    return {"denotation_accuracy": sum(correct) / len(correct) if correct else None,
+            "num_questions": len(correct), "num_correct": sum(correct),
+            "num_conversion_failures": len(run.failures), "conversion_failures": run.failure_counts}
+
+
+# How each task is scored: SQA by sequence position, the others by denotation only.
+EVALUATIONS = {"sqa": evaluate_sqa, "denotation": evaluate_denotations}
+
+
 def checkpoint_step(checkpoint: str) -> int:
     """The training step of a checkpoint: its `step` variable, else the `-N` of its prefix, else 0."""
     reader = tf.train.load_checkpoint(checkpoint)
@@ -328,6 +342,7 @@ def predict_model_dir(
     evaluate: bool = False,
     jit_compile: bool = False,
     show_progress: bool = True,
+    evaluation: str = "sqa",
 ) -> PredictOutcome:
     """Predicts (and evaluates) a split with a model directory's checkpoint.
 
@@ -340,7 +355,12 @@ def predict_model_dir(
       conversion_config: conversion options; `fail_on_dropped_answers` is turned
         off, since a prediction needs no labels.
       checkpoint: a checkpoint prefix; default the newest in `model_dir`.
+      evaluation: a key of EVALUATIONS: "sqa" (ALL, SEQ, Q1...), or "denotation" (WTQ, WikiSQL),
+        which also writes `predictions/{name}_official.tsv` in the WikiTableQuestions
+        evaluator's format (`prediction_files.write_official_tsv`).
     """
+    if evaluation not in EVALUATIONS:
+        raise ValueError(f"evaluation must be one of {sorted(EVALUATIONS)}, got {evaluation!r}")
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
     if checkpoint is None and not compact.has_compact_weights(model_dir):
         raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/ "
@@ -365,16 +385,19 @@ def predict_model_dir(
                              run=run)
     os.makedirs(os.path.dirname(outcome.predictions_path), exist_ok=True)
     write_predictions_tsv(outcome.predictions_path, run.predictions)
+    if evaluation == "denotation":
+        write_official_tsv(outcome.predictions_path[:-len(".tsv")] + "_official.tsv", run.predictions)
     logging.info("Wrote %d predictions to %s; %d questions not converted (predicted empty)%s",
                  len(run.predictions), outcome.predictions_path, len(run.failures),
                  f": {run.failure_counts}" if run.failures else "")
     if evaluate:
-        outcome.metrics = evaluate_sqa(interactions, run)
+        outcome.metrics = EVALUATIONS[evaluation](interactions, run)
         outcome.metrics["previous_answers"] = "gold" if use_gold_previous_answer else "predicted"
         outcome.metrics_path = metrics_path(model_dir, split, use_gold_previous_answer)
         metrics_lib.write_metrics_json(outcome.metrics_path, outcome.metrics)
         write_metric_summaries(os.path.join(model_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),
                                outcome.metrics, step)
         logging.info("%s metrics at step %d: %s", split, step, ", ".join(
-            f"{name}={outcome.metrics[name]:.4f}" for name in SCALAR_METRICS if outcome.metrics[name] is not None))
+            f"{name}={outcome.metrics[name]:.4f}" for name in SCALAR_METRICS
+            if outcome.metrics.get(name) is not None))
     return outcome

@@ -1,0 +1,60 @@
+"""WikiTableQuestions end to end: create_data, train, predict_and_evaluate, and the official format."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tapas_tf.inference.decoding import Prediction
+from tapas_tf.inference.prediction_files import escape_wtq, official_values, write_official_tsv
+from tests.pipelines.test_create_task_data import _wtq_release
+from tests.vocab_fixture import vocab_tokens, write_test_vocab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_official_values_and_escapes():
+    assert official_values(3.0) == ["3"] and official_values(2.5) == ["2.5"]
+    assert official_values(float("nan")) == [] and official_values(None) == []
+    assert official_values(("Paris", "Lyon")) == ["Paris", "Lyon"]
+    assert escape_wtq("a|b\\c\nd\te") == "a\\pb\\\\c\\nd e"
+
+
+def test_official_file_has_one_line_per_question(tmp_path):
+    path = tmp_path / "official.tsv"
+    def prediction(question_id, coordinates, aggregation, answer):
+        return Prediction(question_id, coordinates, aggregation, (), {}, answer=answer)
+
+    write_official_tsv(str(path), [prediction("nt-5_0", ((0, 0),), 0, ("Paris|Île",)),
+                                   prediction("nt-6_0", (), 0, None),
+                                   prediction("nt-7_0", ((0, 2), (1, 2)), 1, 7.0)])
+    assert path.read_text(encoding="utf-8").splitlines() == ["nt-5\tParis\\pÎle", "nt-6", "nt-7\t7"]
+
+
+def _run_task(*args, cwd):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "run_task.py"), "--task=WTQ", *args],
+                          capture_output=True, text=True, timeout=400, cwd=str(cwd))
+
+
+def test_wtq_create_data_train_and_predict_and_evaluate(tmp_path):
+    data, out, model = _wtq_release(tmp_path), tmp_path / "out", tmp_path / "model"
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    common = (f"--vocab_file={vocab}", "--max_seq_length=128")
+    created = _run_task("--mode=create_data", f"--input_dir={data}", f"--output_dir={out}", *common,
+                        "--direct_num_workers=1", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr[-3000:]
+    trained = _run_task("--mode=train", f"--output_dir={out}", f"--model_dir={model}", "--model_size=tiny",
+                        f"--model_option=vocab_size={len(vocab_tokens())}", "--train_steps=4",
+                        "--train_batch_size=3", "--noprogress_bar", *common, cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    config = json.load(open(model / "tapas_config.json"))
+    assert (config["num_aggregation_labels"], config["use_answer_as_supervision"]) == (4, True)  # WTQ's preset.
+    result = _run_task("--mode=predict_and_evaluate", f"--output_dir={out}", f"--model_dir={model}", *common,
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.load(open(model / "predictions" / "dev_metrics.json"))
+    assert (metrics["num_questions"], metrics["num_conversion_failures"]) == (2, 0)
+    assert metrics["denotation_accuracy"] == metrics["num_correct"] / 2
+    official = (model / "predictions" / "dev_official.tsv").read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[0] for line in official] == ["nt-5", "nt-6"]
+    assert "dev metrics at step 4: denotation_accuracy=" in result.stderr
