@@ -55,6 +55,9 @@ flags.DEFINE_bool("drop_rows_to_fit", False,
                   "Drop trailing rows of tables that do not fit instead of dropping the question.")
 
 # --- predict, predict_and_evaluate ---
+flags.DEFINE_string("train_release_file", None,
+                    "create_data: the train split's file in --input_dir instead of the task's own "
+                    "(WTQ: training.tsv, the release's train and dev questions together).")
 flags.DEFINE_enum("predict_split", "dev", ["dev", "test", "train"],
                   "Split to predict: OUTPUT_DIR/interactions/{split}.tfrecord; names the outputs.")
 flags.DEFINE_string("interactions_file", None,
@@ -167,7 +170,8 @@ def create_data(task: Task, pipeline_args: List[str]) -> None:
 
     _require("input_dir", "output_dir")
     ensure_writable_dir(FLAGS.output_dir, "--output_dir")
-    report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args)
+    report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args,
+                             train_file_name=FLAGS.train_release_file)
     for name, split in report["splits"].items():
         logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s%s",
                      name, split["examples_written"], split["questions_read"],
@@ -316,13 +320,14 @@ MODES: Dict[str, Callable[[Task, List[str]], None]] = {
 
 # The tasks each mode is built for. Any other pair is refused in one line before work starts, so
 # that no run exits 0 having done nothing. Extend it as tasks are built.
+_FINE_TUNING = frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.WIKISQL_SUPERVISED})
 BUILT_FOR: Dict[str, FrozenSet[Task]] = {
-    "create_data": frozenset({Task.SQA, Task.WTQ}),  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
-    "train": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.PRETRAIN}),  # From TFRecords made by any tool.
-    "predict": frozenset({Task.SQA, Task.WTQ}),
-    "predict_and_evaluate": frozenset({Task.SQA, Task.WTQ}),
+    "create_data": _FINE_TUNING,  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
+    "train": _FINE_TUNING | {Task.PRETRAIN},  # From TFRecords made by any tool.
+    "predict": _FINE_TUNING,
+    "predict_and_evaluate": _FINE_TUNING,
     "evaluate": frozenset({Task.PRETRAIN}),  # Masked-LM accuracy.
-    "export": frozenset({Task.SQA, Task.WTQ, Task.WIKISQL}),  # Any model directory.
+    "export": _FINE_TUNING,  # Any model directory.
 }
 
 

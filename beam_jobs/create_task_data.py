@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers import sqa, wtq
+from tapas_tf.data.readers import sqa, wikisql, wtq
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines import beam_options, classifier_data, reports, runners, task_files
 from tapas_tf.tasks import Split, Task
@@ -30,7 +30,13 @@ REPORT_FILE = reports.REPORT_FILE
 
 
 # The reader of each task's release files; create_data is built for these tasks.
-RELEASE_FILES = {Task.SQA: sqa.SqaFile, Task.WTQ: wtq.WtqFile}
+RELEASE_FILES = {
+    Task.SQA: sqa.SqaFile,
+    Task.WTQ: wtq.WtqFile,
+    # The answer is the gold SQL's result: its cells (WIKISQL) or its cells and operator (SUPERVISED).
+    Task.WIKISQL: functools.partial(wikisql.release_file, supervised=False),
+    Task.WIKISQL_SUPERVISED: functools.partial(wikisql.release_file, supervised=True),
+}
 # Tasks whose answers are texts only: cells come from weak supervision (`data.answer_matching`),
 # which drops unusable training questions by reason and keeps every evaluation question.
 WEAKLY_SUPERVISED = frozenset({Task.WTQ})
@@ -79,9 +85,12 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
 
 
 def run_create_data(task: Task, input_dir: str, output_dir: str, config: ConversionConfig,
-                    pipeline_args: Optional[Sequence[str]] = None) -> dict:
-    """Runs the job and writes `conversion_report.json`; returns the report."""
-    splits = task_files.available_splits(task, input_dir)
+                    pipeline_args: Optional[Sequence[str]] = None,
+                    train_file_name: Optional[str] = None) -> dict:
+    """Runs the job and writes `conversion_report.json`; returns the report.
+
+    `train_file_name` replaces the task's train split file (WTQ's `training.tsv`)."""
+    splits = task_files.available_splits(task, input_dir, train_file_name)
     check_inputs(task, input_dir, splits)
     options = PipelineOptions(list(pipeline_args or []))
     ensure_writable_dir(output_dir, "--output_dir")
@@ -108,6 +117,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--cell_trim_length", type=int, default=-1)
     parser.add_argument("--strip_column_names", action="store_true")
     parser.add_argument("--drop_rows_to_fit", action="store_true")
+    parser.add_argument("--train_release_file", default=None,
+                        help="The train split's file in --input_dir instead of the task's (WTQ: training.tsv).")
     args, pipeline_args = parser.parse_known_args(argv)
     try:
         beam_options.check_pipeline_args(pipeline_args, parser._option_string_actions)
@@ -120,7 +131,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         max_column_id=args.max_column_id, max_row_id=args.max_row_id,
         cell_trim_length=args.cell_trim_length, strip_column_names=args.strip_column_names,
         drop_rows_to_fit=args.drop_rows_to_fit)
-    report = run_create_data(Task(args.task), args.input_dir, args.output_dir, config, pipeline_args)
+    report = run_create_data(Task(args.task), args.input_dir, args.output_dir, config, pipeline_args,
+                             train_file_name=args.train_release_file)
     print(json.dumps(report["splits"], indent=2))
 
 

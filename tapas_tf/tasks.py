@@ -8,7 +8,8 @@ from typing import Optional, Tuple
 class Task(enum.Enum):
     SQA = "SQA"
     WTQ = "WTQ"
-    WIKISQL = "WIKISQL"
+    WIKISQL = "WIKISQL"  # Answers only (the executed SQL's result); the operator is learned.
+    WIKISQL_SUPERVISED = "WIKISQL_SUPERVISED"  # Gold cells and gold operator from the SQL.
     PRETRAIN = "PRETRAIN"
 
 
@@ -57,15 +58,27 @@ _WTQ_SPLITS = (
     Split("test", "pristine-unseen-tables.tsv", is_training=False, required=False),
 )
 
+# WikiSQL: `{split}.jsonl` questions, each with its `{split}.tables.jsonl`.
+_WIKISQL_SPLITS = (
+    Split("train", "train.jsonl", is_training=True),
+    Split("dev", "dev.jsonl", is_training=False),
+    Split("test", "test.jsonl", is_training=False, required=False),
+)
+
+_WIKISQL_WEAK = TaskPreset(
+    splits=_WIKISQL_SPLITS, train_steps=50_000, learning_rate=6.17164e-5, warmup_ratio=0.142400,
+    train_batch_size=512, temperature=0.107515, answer_loss_cutoff=0.185567,
+    huber_loss_delta=1265.74, cell_selection_preference=0.611754, gradient_clipping=10.0,
+    select_one_column=False, num_aggregation_labels=4, use_answer_as_supervision=True)
+
 PRESETS = {
     Task.SQA: TaskPreset(
         splits=_SQA_SPLITS, train_steps=200_000, learning_rate=1.25e-5, warmup_ratio=0.2,
         train_batch_size=128, select_one_column=True, init_cell_selection_weights_to_zero=False),
-    Task.WIKISQL: TaskPreset(
-        splits=(), train_steps=50_000, learning_rate=6.17164e-5, warmup_ratio=0.142400,
-        train_batch_size=512, temperature=0.107515, answer_loss_cutoff=0.185567,
-        huber_loss_delta=1265.74, cell_selection_preference=0.611754, gradient_clipping=10.0,
-        select_one_column=False, num_aggregation_labels=4, use_answer_as_supervision=True),
+    Task.WIKISQL: _WIKISQL_WEAK,
+    # The same schedule; the operator is a label (an aggregation loss) instead of being inferred
+    # from the scalar answer.
+    Task.WIKISQL_SUPERVISED: dataclasses.replace(_WIKISQL_WEAK, use_answer_as_supervision=False),
     Task.WTQ: TaskPreset(
         splits=_WTQ_SPLITS, train_steps=50_000, learning_rate=1.93581e-5, warmup_ratio=0.128960,
         train_batch_size=512, temperature=0.0352513, answer_loss_cutoff=0.664694,

@@ -15,14 +15,14 @@ output. No single input stops the job: an unexpected exception on one element is
 
 import copy
 import logging
-from typing import Iterator, NamedTuple, Type, Union
+from typing import Callable, Iterator, NamedTuple, Type, Union
 
 import apache_beam as beam
 from apache_beam import pvalue
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers import sqa, wtq
+from tapas_tf.data.readers import sqa, wikisql, wtq
 from tapas_tf.data.readers.common import ReaderError
 from tapas_tf.features.classifier_examples import ExampleConverter
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError
@@ -32,7 +32,8 @@ FAILED = "failed"
 UNEXPECTED = "unexpected_error"
 FAILURE_COLUMNS = ("file", "lines", "question_id", "reason", "message")
 
-ReleaseFile = Union[Type[sqa.SqaFile], Type[wtq.WtqFile]]
+# A reader class, or a function of (path, input_dir) returning a reader (WikiSQL's).
+ReleaseFile = Union[Type[sqa.SqaFile], Type[wtq.WtqFile], Callable[[str, str], wikisql.WikiSqlFile]]
 
 
 class Failure(NamedTuple):
@@ -54,7 +55,8 @@ def reader_failure(error: ReaderError, file: str) -> Failure:
 
 
 class _ReadFileFn(beam.DoFn):
-    """TSV path -> interactions; every line is counted and every unusable one is a failure."""
+    """Release file path -> interactions; every line (of a WikiSQL split, its tables file's too)
+    is counted and every unusable one is a failure."""
 
     def __init__(self, input_dir: str, release_file: ReleaseFile):
         self._input_dir = input_dir
@@ -78,9 +80,10 @@ class _ReadFileFn(beam.DoFn):
             logging.exception("Reading %s failed", tsv_path)
             counter(f"read_{UNEXPECTED}").inc()
             yield pvalue.TaggedOutput(FAILED, Failure(tsv_path, "", "", UNEXPECTED, f"{type(e).__name__}: {e}"))
-        counter("lines_read").inc(reader.lines_read)
+        counter("lines_read").inc(reader.lines_read + reader.table_lines_read)
         counter("lines_header").inc(reader.header_lines)
         counter("lines_in_questions").inc(reader.question_lines)
+        counter("lines_in_tables").inc(reader.table_lines_used)
         counter("questions_read").inc(reader.questions_read)
 
 

@@ -2,10 +2,11 @@
 
 Per split, the report accounts for every input line and every question (docs/DATA_CONTRACT.md):
 
-    lines_read       == lines.header + lines.questions + sum(lines.skipped)
+    lines_read       == lines.header + lines.questions + lines.tables + sum(lines.skipped)
     questions_read   == examples_written + sum(skipped) + sum(dropped)
 
-`adds_up` says whether both hold. `fraction_converted` counts each skipped line as a lost
+(`lines.tables` counts the lines of WikiSQL's tables files that became tables; the TSV releases
+have 0.) `adds_up` says whether both hold. `fraction_converted` counts each skipped line as a lost
 question: examples_written / (questions_read + sum(lines.skipped)).
 """
 
@@ -31,12 +32,12 @@ def split_report(values: Dict[str, int]) -> dict:
     skipped = _by_prefix(values, "skipped_")
     dropped = _by_prefix(values, "dropped_")
     lines = {"header": values.get("lines_header", 0), "questions": values.get("lines_in_questions", 0),
-             "skipped": lines_skipped}
+             "tables": values.get("lines_in_tables", 0), "skipped": lines_skipped}
     lines_read = values.get("lines_read", 0)
     questions = values.get("questions_read", 0)
     written = values.get("examples_written", 0)
     lost_lines = sum(lines_skipped.values())
-    adds_up = (lines_read == lines["header"] + lines["questions"] + lost_lines
+    adds_up = (lines_read == lines["header"] + lines["questions"] + lines["tables"] + lost_lines
                and questions == written + sum(skipped.values()) + sum(dropped.values())
                and not values.get("read_unexpected_error"))
     return {

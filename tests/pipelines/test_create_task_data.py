@@ -45,7 +45,7 @@ def test_report_counts_every_question_and_drop(job):
     train, dev, test = (report["splits"][s] for s in ("train", "dev", "test"))
     # 10 sample lines (header + 9 questions) + a malformed line + 2 questions.
     assert train["lines_read"] == 13
-    assert train["lines"] == {"header": 1, "questions": 11, "skipped": {"malformed_line": 1}}
+    assert train["lines"] == {"header": 1, "questions": 11, "tables": 0, "skipped": {"malformed_line": 1}}
     assert train["questions_read"] == 11  # 9 sample questions + the missing-table and 600-piece ones.
     assert train["examples_written"] == 9
     assert train["dropped"] == {"question_too_long": 1}
@@ -137,7 +137,7 @@ def test_a_bad_byte_at_line_251_costs_one_line_and_the_report_adds_up(tmp_path):
     report, out = _run(tmp_path, _release(tmp_path, lines))
     dev = report["splits"]["dev"]
     assert dev["lines_read"] == 301
-    assert dev["lines"] == {"header": 1, "questions": 299, "skipped": {"invalid_utf8": 1}}
+    assert dev["lines"] == {"header": 1, "questions": 299, "tables": 0, "skipped": {"invalid_utf8": 1}}
     assert (dev["questions_read"], dev["examples_written"]) == (299, 299)
     assert dev["adds_up"] is True
     assert dev["fraction_converted"] == round(299 / 300, 6)
@@ -161,7 +161,7 @@ def test_every_kind_of_bad_line_is_counted_and_the_job_goes_on(tmp_path):
     report, out = _run(tmp_path, data)
     dev = report["splits"]["dev"]
     assert dev["lines_read"] == 10
-    assert dev["lines"] == {"header": 1, "questions": 6, "skipped": {"blank_line": 1, "malformed_line": 2}}
+    assert dev["lines"] == {"header": 1, "questions": 6, "tables": 0, "skipped": {"blank_line": 1, "malformed_line": 2}}
     assert dev["skipped"] == {"bad_table_path": 1, "unreadable_table": 1}
     # The unusable answer is read, then dropped by conversion.
     assert dev["dropped"] == {"invalid_answer": 1}
@@ -236,3 +236,14 @@ def test_cli_create_data_for_wtq_keeps_every_dev_question_and_counts_train_drops
     assert list(answers["nt-4"].answer_coordinates) == [] and answers["nt-4"].float_value == 3.0
     dev_answers = {i.id: i.questions[0].answer for i in read_interactions(str(out / "interactions" / "dev.tfrecord"))}
     assert list(dev_answers["nt-6"].answer_coordinates) == [] and list(dev_answers["nt-6"].answer_texts) == ["Rome"]
+
+
+def test_wtq_train_release_file_replaces_the_train_split(tmp_path):
+    data = _wtq_release(tmp_path)
+    (data / "random-split-1-train.tsv").rename(data / "training.tsv")
+    config = ConversionConfig(vocab_file=write_test_vocab(str(tmp_path / "vocab.txt")), max_seq_length=128)
+    report = run_create_data(Task.WTQ, str(data), str(tmp_path / "out"), config, ["--direct_num_workers=1"],
+                             train_file_name="training.tsv")
+    assert (report["splits"]["train"]["questions_read"], report["splits"]["train"]["examples_written"]) == (5, 3)
+    with pytest.raises(FileNotFoundError, match="no-such.tsv: required train file of WTQ"):
+        run_create_data(Task.WTQ, str(data), str(tmp_path / "out2"), config, train_file_name="no-such.tsv")

@@ -205,6 +205,9 @@ class ReleaseFile:
 
     COLUMNS: Sequence[str] = ()
     QUOTING = True
+    # Lines of a separate tables file (WikiSQL's); the TSV releases keep tables in CSV files.
+    table_lines_read = 0
+    table_lines_used = 0
 
     def __init__(self, tsv_path: str, input_dir: str):
         self.tsv_path = tsv_path

@@ -262,11 +262,23 @@ class WikiSqlFile:
             self._tables = read_tables(self.tables_path)
         return self._tables
 
+    @property
+    def table_lines_read(self) -> int:
+        """Lines of the tables file read (its line errors are among `interactions()`' errors)."""
+        return self.tables.lines_read
+
+    @property
+    def table_lines_used(self) -> int:
+        """Lines of the tables file that became tables."""
+        return self.tables.tables_read
+
     def check_files(self) -> None:
         """Raises ReaderError("missing_file") naming a question or tables file that is missing."""
         for path in (self.jsonl_path, self.tables_path):
             if not os.path.isfile(path):
                 raise ReaderError("missing_file", f"{path}: file not found", path=path)
+
+    check_header = check_files  # The name the create_data job calls on every release file.
 
     def interactions(self) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:
         """The tables file's line errors, then one interaction or error per question line."""
@@ -316,6 +328,18 @@ class WikiSqlFile:
         if answer_keys(released_values) != answer_keys(result.values):
             self.differs_from_release += 1
             self.differing_question_ids.append(question_id)
+
+
+def tables_path_for(jsonl_path: str) -> str:
+    """"data/dev.jsonl" -> "data/dev.tables.jsonl"."""
+    return os.path.join(os.path.dirname(jsonl_path), f"{split_name(jsonl_path)}.tables.jsonl")
+
+
+def release_file(jsonl_path: str, input_dir: str, supervised: bool = False) -> WikiSqlFile:
+    """The split file `jsonl_path` with its tables file beside it, in the create_data job's
+    `release_file(path, input_dir)` form (`input_dir` is not needed: the paths are absolute)."""
+    del input_dir
+    return WikiSqlFile(jsonl_path, tables_path_for(jsonl_path), supervised=supervised)
 
 
 def read_wikisql_interactions(jsonl_path: str, tables_path: str, supervised: bool = False
