@@ -89,6 +89,11 @@ flags.DEFINE_string("train_file", None,
 flags.DEFINE_string("init_checkpoint", None,
                     "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
                     "(ignored when MODEL_DIR already has a checkpoint to resume).")
+flags.DEFINE_bool("init_heads", False,
+                  "Restore the heads of --init_checkpoint too (transfer from a model fine-tuned on another "
+                  "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
+flags.DEFINE_bool("reset_cell_selection_weights", None,
+                  "With --init_heads, the cell-selection head starts fresh; default the task's (WTQ: yes).")
 flags.DEFINE_string("model_size", None,
                     "tiny|mini|small|medium|base|large; default: --model_config, else the config of an "
                     "--init_checkpoint model directory, else base.")
@@ -209,7 +214,8 @@ def train(task: Task, pipeline_args: List[str]) -> None:
         use_xla=FLAGS.use_xla,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
-        init_checkpoint=FLAGS.init_checkpoint, show_progress=FLAGS.progress_bar,
+        init_checkpoint=FLAGS.init_checkpoint, init_heads=FLAGS.init_heads,
+        reset_cell_selection_weights=FLAGS.reset_cell_selection_weights, show_progress=FLAGS.progress_bar,
         bucket_lengths=tuple(int(length) for length in FLAGS.bucket_lengths))
     result = training.train(model_config, config, FLAGS.model_dir, strategy)
     logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)

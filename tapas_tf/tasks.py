@@ -42,6 +42,9 @@ class TaskPreset:
     num_aggregation_labels: int = 0
     use_answer_as_supervision: bool = False
     max_seq_length: int = 512
+    # With init_heads (transfer from a model fine-tuned on another task): the cell-selection head
+    # starts fresh instead of being restored (the paper's WTQ setting).
+    reset_cell_selection_weights: bool = False
 
 
 _SQA_SPLITS = (
@@ -84,7 +87,7 @@ PRESETS = {
         train_batch_size=512, temperature=0.0352513, answer_loss_cutoff=0.664694,
         huber_loss_delta=0.121194, cell_selection_preference=0.207951, gradient_clipping=10.0,
         select_one_column=True, init_cell_selection_weights_to_zero=True,
-        num_aggregation_labels=4, use_answer_as_supervision=True),
+        num_aggregation_labels=4, use_answer_as_supervision=True, reset_cell_selection_weights=True),
     Task.PRETRAIN: TaskPreset(
         splits=(), train_steps=1_000_000, learning_rate=5e-5, warmup_ratio=0.01,
         train_batch_size=512, max_seq_length=128),

@@ -28,7 +28,7 @@ MODEL_PRESET_FIELDS = (
     "use_answer_as_supervision",
 )
 TRAIN_PRESET_FIELDS = ("train_steps", "learning_rate", "warmup_ratio", "train_batch_size", "gradient_clipping",
-                       "max_seq_length")
+                       "max_seq_length", "reset_cell_selection_weights")
 # Masked positions per pre-training example, as the pre-training data job writes them by default.
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 # Length buckets of training batches: SQA examples have 247 real tokens on average; padding them
@@ -60,6 +60,10 @@ class TrainConfig:
       seed: seeds the initialisation, dropout and the shuffle; None for a random run.
       init_checkpoint: tapas-tf model directory or checkpoint prefix to initialise the encoder
         from when model_dir has no checkpoint yet.
+      init_heads: also restore the heads that `init_checkpoint` has (transfer from a model
+        fine-tuned on another task: its aggregation and cell-selection heads).
+      reset_cell_selection_weights: with init_heads, the cell-selection head (token and column
+        weights) starts fresh all the same.
       show_progress: draw a progress bar on stdout.
       max_predictions_per_seq: pre-training: the data are masked-LM examples with this many
         masked_lm_* values, and the model is TapasForMaskedLM. None (the default): classifier
@@ -86,6 +90,8 @@ class TrainConfig:
     shuffle_buffer: int = 10_000
     seed: Optional[int] = None
     init_checkpoint: Optional[str] = None
+    init_heads: bool = False
+    reset_cell_selection_weights: bool = False
     show_progress: bool = True
     max_predictions_per_seq: Optional[int] = None
     bucket_lengths: Tuple[int, ...] = DEFAULT_BUCKET_LENGTHS

@@ -31,7 +31,7 @@ import logging  # noqa: E402
 import math  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
-from typing import Callable, Dict, List, Optional, Tuple  # noqa: E402
+from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
@@ -151,8 +151,14 @@ def resolve_checkpoint(path: str) -> str:
     raise FileNotFoundError(f"{path} is not a model directory, a checkpoint directory or a checkpoint prefix.")
 
 
-def initialize_from(model: tf_keras.Model, init_checkpoint: str) -> Dict[str, bool]:
-    """Restores the encoder of `model` from a tapas-tf checkpoint; the heads keep their initialisation.
+# The heads `initialize_from` can restore for transfer, by their attribute (and checkpoint) name.
+TRANSFERABLE_HEADS = ("cell_selection_head", "aggregation_head", "classification_head")
+
+
+def initialize_from(model: tf_keras.Model, init_checkpoint: str,
+                    heads: Sequence[str] = ()) -> Dict[str, bool]:
+    """Restores the encoder of `model` from a tapas-tf checkpoint (and the `heads` asked for); the
+    other heads keep their initialisation.
 
     The hook for other formats: importers of original TAPAS, Hugging Face or MiniLM weights can
     dispatch here on the format of `init_checkpoint`. This version reads checkpoints written by
@@ -164,9 +170,12 @@ def initialize_from(model: tf_keras.Model, init_checkpoint: str) -> Dict[str, bo
       model: a TapasForQuestionAnswering (built here if it was never called) or a built
         TapasForMaskedLM (its masked-LM head keeps its initialisation too).
       init_checkpoint: model directory, checkpoint directory or checkpoint prefix.
+      heads: names from TRANSFERABLE_HEADS to restore too, where both the model and the checkpoint
+        have them (transfer from a model fine-tuned on another task).
 
     Returns:
-      {part: restored?} for "embeddings", "layer_0" ... and "pooler".
+      {part: restored?} for "embeddings", "layer_0" ... and "pooler", then each of `heads` the
+      model has.
 
     Raises:
       FileNotFoundError: see `resolve_checkpoint`.
@@ -186,12 +195,21 @@ def initialize_from(model: tf_keras.Model, init_checkpoint: str) -> Dict[str, bo
                 for part, path in parts.items()}
     if not any(restored.values()):
         raise ValueError(f"{prefix} holds no TAPAS encoder weights (no model/encoder/ variables).")
-    encoder_only = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=model.encoder))
+    unknown = sorted(set(heads) - set(TRANSFERABLE_HEADS))
+    if unknown:
+        raise ValueError(f"Unknown heads {unknown}; expected some of {TRANSFERABLE_HEADS}.")
+    layers = {"encoder": model.encoder}
+    for head in heads:
+        if getattr(model, head, None) is not None:
+            restored[head] = any(name.startswith(f"model/{head}/") for name in stored)
+            if restored[head]:
+                layers[head] = getattr(model, head)
+    partial = tf.train.Checkpoint(model=tf.train.Checkpoint(**layers))
     with model_dir_lib.reading_checkpoint(prefix, "check --init_checkpoint"):
         try:
-            encoder_only.restore(prefix).expect_partial()
+            partial.restore(prefix).expect_partial()
         except ValueError as e:
-            raise ValueError(f"The encoder in {prefix} does not fit the model config: {e}") from e
+            raise ValueError(f"{prefix} does not fit the model config (its encoder or heads): {e}") from e
     logging.info("Initialised from %s: restored %s; not in the checkpoint: %s", prefix,
                  ", ".join(p for p, ok in restored.items() if ok) or "nothing",
                  ", ".join(p for p, ok in restored.items() if not ok) or "nothing")
@@ -330,8 +348,17 @@ def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: tf_keras.Mode
             checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s at step %d.", latest, int(checkpoint.step.numpy()))
     elif config.init_checkpoint:
-        restored = initialize_from(model, config.init_checkpoint)
+        restored = initialize_from(model, config.init_checkpoint, heads_to_restore(config))
         write_init_report(model_dir, model, config.init_checkpoint, restored)
+
+
+def heads_to_restore(config: TrainConfig) -> Tuple[str, ...]:
+    """The heads an init checkpoint gives: none, or with init_heads all but the cell-selection head
+    when reset_cell_selection_weights."""
+    if not config.init_heads:
+        return ()
+    return tuple(head for head in TRANSFERABLE_HEADS
+                 if not (head == "cell_selection_head" and config.reset_cell_selection_weights))
 
 
 INIT_REPORT_FILE = "init_report.json"
@@ -339,19 +366,26 @@ INIT_REPORT_FILE = "init_report.json"
 
 def write_init_report(model_dir: str, model: tf_keras.Model, init_checkpoint: str,
                       restored: Dict[str, bool]) -> Dict[str, object]:
-    """MODEL_DIR/init_report.json: which encoder parts came from `init_checkpoint`, and which
-    weights start fresh (encoder parts the checkpoint lacks, and every head)."""
-    encoder_names = {v.name for v in model.encoder.weights}
+    """MODEL_DIR/init_report.json: which encoder parts (and heads) came from `init_checkpoint`, and
+    which weights start fresh (encoder parts the checkpoint lacks, and the heads not restored)."""
+    loaded_names = {v.name for v in model.encoder.weights}
+    for head in TRANSFERABLE_HEADS:
+        if restored.get(head):
+            loaded_names.update(v.name for v in getattr(model, head).weights)
     report = {
         "init_checkpoint": init_checkpoint,
-        "loaded": sorted(part for part, ok in restored.items() if ok),
-        "fresh_encoder_parts": sorted(part for part, ok in restored.items() if not ok),
-        "fresh_weights": sorted(v.name for v in model.weights if v.name not in encoder_names),
+        "loaded": sorted(part for part, ok in restored.items() if ok and part not in TRANSFERABLE_HEADS),
+        "loaded_heads": sorted(part for part, ok in restored.items() if ok and part in TRANSFERABLE_HEADS),
+        "fresh_encoder_parts": sorted(part for part, ok in restored.items() if not ok
+                                      and part not in TRANSFERABLE_HEADS),
+        "fresh_weights": sorted(v.name for v in model.weights if v.name not in loaded_names),
     }
     with tf.io.gfile.GFile(os.path.join(model_dir, INIT_REPORT_FILE), "w") as f:
         f.write(json.dumps(report, indent=2) + "\n")
-    logging.info("Started from %s: loaded %s; fresh: %s and %d head weights (see %s).", init_checkpoint,
-                 ", ".join(report["loaded"]), ", ".join(report["fresh_encoder_parts"]) or "no encoder part",
+    logging.info("Started from %s: loaded %s%s; fresh: %s and %d head weights (see %s).", init_checkpoint,
+                 ", ".join(report["loaded"]),
+                 "".join(f", {head}" for head in report["loaded_heads"]),
+                 ", ".join(report["fresh_encoder_parts"]) or "no encoder part",
                  len(report["fresh_weights"]), INIT_REPORT_FILE)
     return report
 

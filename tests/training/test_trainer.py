@@ -345,6 +345,32 @@ def test_initialize_from_restores_the_encoder_only(fitted, tmp_path):
                                   encoder.embeddings.word_embeddings.numpy())
 
 
+def test_transfer_restores_the_heads_unless_the_cell_selection_head_is_reset(fitted):
+    """An SQA model (a cell-selection head, no aggregation head) starts a WTQ model (both)."""
+    _, _, model_dir, model_config = fitted
+    trained = model_dir_lib.load_model(model_dir)
+    wtq_config = model_config_for_task(Task.WTQ, model_config)
+
+    def started(**options):
+        model = TapasForQuestionAnswering(wtq_config)
+        model(dummy_features(), training=False)
+        config = train_config_for_task(Task.WTQ, "unused", init_heads=True, **options)
+        return model, training.initialize_from(model, model_dir, training.heads_to_restore(config))
+
+    kept, restored = started(reset_cell_selection_weights=False)
+    assert (restored["cell_selection_head"], restored["aggregation_head"]) == (True, False)  # SQA has none.
+    for ours, theirs in zip(kept.cell_selection_head.weights, trained.cell_selection_head.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+    reset, restored = started()  # WTQ's preset resets the cell-selection weights (to zero).
+    assert "cell_selection_head" not in restored and restored["aggregation_head"] is False
+    assert not reset.cell_selection_head.output_weights.numpy().any()
+    np.testing.assert_array_equal(reset.encoder.embeddings.word_embeddings.numpy(),
+                                  trained.encoder.embeddings.word_embeddings.numpy())
+    with pytest.raises(ValueError, match="Unknown heads"):
+        training.initialize_from(reset, model_dir, ("pooler_head",))
+
+
 def test_initialize_from_rejects_foreign_and_misfitting_checkpoints(fitted, tmp_path):
     _, _, model_dir, model_config = fitted
     model = TapasForQuestionAnswering(model_config.replace(hidden_size=64, num_attention_heads=2))
