@@ -20,6 +20,8 @@ from tapas_tf.inference.metrics import denotation_matches
         (("2.0",), ["2"]),
         (("1000.0000001",), ["1000"]),  # Relative difference 1e-10.
         (("PARIS",), ["paris"]),
+        (("  New   York ",), ["new york"]),  # Extra whitespace and case.
+        (("10",), ["10.0"]),  # Numbers compare as values, not as strings.
         (("Zürich",), ["zurich"]),
         (("Paris[1]",), ["Paris"]),  # Citation marks are dropped.
         (("“Hello.”",), ['"hello"']),  # Typographic quotes, outer quotes, final period.
