@@ -264,6 +264,16 @@ def test_cli_conversation_on_stdin(trained, trained_qa, tmp_path):
     assert html.count('class="question"') == 1  # The page shows the conversation since :new.
 
 
+def test_cli_without_model_dir_answers_with_the_bundled_model():
+    """The README's command: the bundled model (its own vocabulary) on a real WTQ table."""
+    table = os.path.join(ROOT, "tapas_tf", "data", "example_tables", "shooting_1988_medals.csv")
+    result = _ask_cli(f"--table={table}", "--json", "which nation ranked first?")
+    assert result.returncode == 0, result.stderr[-2000:]
+    answer = json.loads(result.stdout.splitlines()[0])
+    assert answer["cells"] and all(cell["row"] >= 0 for cell in answer["cells"])
+    assert answer["answer"] == ", ".join(cell["text"] for cell in answer["cells"])
+
+
 def test_cli_errors_are_one_line(trained, tmp_path):
     result = _ask_cli(f"--model_dir={trained['model_dir']}", f"--table={tmp_path / 'missing.csv'}", "which?")
     assert result.returncode == 1
