@@ -84,6 +84,8 @@ class _ReadFileFn(beam.DoFn):
         counter("lines_header").inc(reader.header_lines)
         counter("lines_in_questions").inc(reader.question_lines)
         counter("lines_in_tables").inc(reader.table_lines_used)
+        for name, value in reader.reader_counts().items():
+            counter(f"reader_{name}").inc(value)
         counter("questions_read").inc(reader.questions_read)
 
 

@@ -50,6 +50,7 @@ def split_report(values: Dict[str, int]) -> dict:
         "dropped": dropped,
         "limits": {k: v for k, v in sorted(values.items())
                    if k.startswith("limit_") or k.startswith("examples_with_")},
+        "reader": _by_prefix(values, "reader_"),
         "adds_up": adds_up,
     }
 

@@ -22,9 +22,9 @@ NO_AGG, MAX, MIN, COUNT, SUM, AVG = range(6)
 EQ, GT, LT = range(3)
 
 
-def _question(text, sel, agg=NO_AGG, conds=(), table_id="1-10"):
+def _question(text, sel, agg=NO_AGG, conds=(), table_id="1-10", **released):
     return json.dumps({"phase": 1, "table_id": table_id, "question": text,
-                       "sql": {"sel": sel, "agg": agg, "conds": [list(c) for c in conds]}})
+                       "sql": {"sel": sel, "agg": agg, "conds": [list(c) for c in conds]}, **released})
 
 
 def _wikisql_release(tmp_path):
@@ -35,8 +35,8 @@ def _wikisql_release(tmp_path):
     ragged = json.dumps({"id": "2-20", "header": ["a", "b"], "rows": [["x"]]})
     (data / "train.tables.jsonl").write_text(json.dumps(TABLE) + "\n" + ragged + "\n")
     (data / "train.jsonl").write_text("\n".join([
-        _question("which cities are in france?", 0, conds=[(1, EQ, "France")]),
-        _question("how many cities are in france?", 0, COUNT, conds=[(1, EQ, "france")]),
+        _question("which cities are in france?", 0, conds=[(1, EQ, "France")], answer=["lyon", "Paris"]),
+        _question("how many cities are in france?", 0, COUNT, conds=[(1, EQ, "france")], answer=3),
         _question("what is the total population of france?", 2, SUM, conds=[(1, EQ, "France")]),
         "{not json",
         _question("which city has more than 3000000 people?", 0, conds=[(2, GT, 3000000)]),
@@ -73,6 +73,8 @@ def test_create_data_accounts_for_both_files_and_sets_the_answers(tmp_path):
                               "skipped": {"malformed_line": 1, "bad_table": 1}}
     assert (train["questions_read"], train["examples_written"], train["skipped"]) == (5, 4, {"bad_table": 1})
     assert train["adds_up"] and dev["adds_up"] and dev["examples_written"] == 2
+    # Released answers (where a line has one) against the executed SQL: the count 3 is wrong.
+    assert train["reader"] == {"release_answers_compared": 2, "differs_from_release": 1}
     failures = (tmp_path / "sup" / "failures" / "train.tsv").read_text().splitlines()[1:]
     assert sorted(line.split("\t")[3] for line in failures) == ["bad_table", "bad_table", "malformed_line"]
 

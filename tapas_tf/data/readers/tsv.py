@@ -224,6 +224,10 @@ class ReleaseFile:
     def header_lines(self) -> int:
         return self._tsv.header_lines
 
+    def reader_counts(self) -> Dict[str, int]:
+        """Counts a reader keeps beyond the line accounting (none here); the job reports them."""
+        return {}
+
     def check_header(self) -> None:
         """Raises ReaderError naming the file and the missing columns (or a missing file)."""
         self._tsv.check_header()

@@ -280,6 +280,14 @@ class WikiSqlFile:
 
     check_header = check_files  # The name the create_data job calls on every release file.
 
+    def reader_counts(self) -> Dict[str, int]:
+        """After `interactions()`: released answers compared with the executed ones and how many
+        differ (the paper's appendix counts these), and non-numeric cells that SUM, AVG, MIN or MAX
+        skipped."""
+        return {"release_answers_compared": self.release_answers_compared,
+                "differs_from_release": self.differs_from_release,
+                "skipped_non_numeric_cells": self.skipped_non_numeric_cells}
+
     def interactions(self) -> Iterator[Union[interaction_pb2.Interaction, ReaderError]]:
         """The tables file's line errors, then one interaction or error per question line."""
         self._reset_counts()
