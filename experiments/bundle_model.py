@@ -1,0 +1,58 @@
+"""Writes a fine-tuned SQA model directory as the model bundled with the package.
+
+    python experiments/bundle_model.py --model_dir=/tmp/exp/ft_pre --note="..." \
+        --command="experiments/pretraining_vs_scratch.sh data" --command="..."
+
+The bundle (`tapas_tf/checkpoints/bundled/sqa_tiny/`) is a compact directory: float16 weights, the
+model config, the vocabulary when the source has its own, and in `compact.json` the commands that
+made it and both SQA dev evaluations (each question seeing the model's own previous answer, and the
+gold one), read from the source's `predictions/dev_metrics.json` and `dev_gold_previous_metrics.json`.
+"""
+
+import json
+import os
+import shutil
+from typing import Any, Dict, List
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "The fine-tuned SQA model directory, evaluated on dev both ways.")
+flags.DEFINE_string("out_dir", None, "Where to write; default the package's bundled model directory.")
+flags.DEFINE_multi_string("command", [], "The commands that made the model, in order.")
+flags.DEFINE_string("note", "", "A sentence on what the model is.")
+flags.mark_flag_as_required("model_dir")
+
+MAX_BYTES = 10 * 1024 * 1024
+
+
+def _metrics(model_dir: str, run: str) -> Dict[str, Any]:
+    path = os.path.join(model_dir, "predictions", f"{run}_metrics.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: evaluate the model on dev first (run_task.py --mode=predict_and_evaluate)")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def main(argv: List[str]) -> None:
+    del argv
+    from tapas_tf.checkpoints import compact
+    from tapas_tf.checkpoints.bundled import BUNDLED_DIR
+
+    out_dir = FLAGS.out_dir or BUNDLED_DIR
+    notes = {"about": FLAGS.note, "commands": FLAGS.command,
+             "sqa_dev_predicted_previous": _metrics(FLAGS.model_dir, "dev"),
+             "sqa_dev_gold_previous": _metrics(FLAGS.model_dir, "dev_gold_previous")}
+    info = compact.write_compact_model_dir(FLAGS.model_dir, out_dir, notes=notes)
+    vocab = os.path.join(FLAGS.model_dir, "vocab.txt")
+    if os.path.exists(vocab):
+        shutil.copy(vocab, out_dir)
+    sizes = {name: os.path.getsize(os.path.join(out_dir, name)) for name in sorted(os.listdir(out_dir))}
+    print(json.dumps({"out_dir": out_dir, "files": sizes, "weights_bytes": info["weights_bytes"],
+                      "max_abs_rounding_error": info["max_abs_rounding_error"]}, indent=2))
+    if info["weights_bytes"] > MAX_BYTES:
+        raise SystemExit(f"{out_dir}: weights of {info['weights_bytes']} bytes exceed {MAX_BYTES}")
+
+
+if __name__ == "__main__":
+    app.run(main)
