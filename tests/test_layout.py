@@ -38,7 +38,7 @@ ALLOWED = {
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference", "beam_jobs"}
 # Root modules beside __init__: the shared task presets and thin command lines.
-ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data", "ask"}
+ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data", "ask", "serve"}
 CLI_MAX_LINES = 60
 
 
@@ -211,5 +211,7 @@ def test_wheel_has_one_top_level_package(tmp_path):
     assert top_level == {"tapas_tf"}
     assert "models" not in top_level and "beam_jobs" not in top_level
     for path in ("tapas_tf/models/qa_model.py", "tapas_tf/beam_jobs/create_task_data.py",
-                 "tapas_tf/data/protos/interaction.proto", "tapas_tf/inference/execution.py"):
+                 "tapas_tf/data/protos/interaction.proto", "tapas_tf/inference/execution.py",
+                 "tapas_tf/inference/web_static/index.html", "tapas_tf/inference/web_static/app.js",
+                 "tapas_tf/inference/web_static/style.css"):
         assert path in names

@@ -9,7 +9,7 @@ table.
 """
 
 import html
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.inference.ask_results import AskResult, format_number
@@ -60,6 +60,7 @@ table { border-collapse: collapse; margin-top: 1em; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; }
 th { background: #f3f3f3; }
 td.selected { background: #ffe08a; font-weight: bold; }
+td.pruned { color: #999; }
 .answer { font-size: 1.2em; margin: 0.2em 0; }
 .question { color: #555; margin-top: 1em; }
 .note { color: #8a5a00; font-size: 0.9em; }
@@ -74,40 +75,52 @@ def _cell_attributes(coordinate: Tuple[int, int], selected: Set[Tuple[int, int]]
     if coordinate in probabilities:
         p = probabilities[coordinate]
         attributes.append(f'title="p = {p:.3f}" data-probability="{p:.4f}"')
-    return (" " + " ".join(attributes)) if attributes else ""
+    elif probabilities:  # The model saw other cells of this table, not this one: it was pruned.
+        attributes.append('class="pruned" title="not seen by the model (pruned)"')
+    attributes.append(f'data-row="{coordinate[0]}" data-column="{coordinate[1]}"')
+    return " " + " ".join(attributes)
 
 
-def render_html(table: interaction_pb2.Table, results: Sequence[AskResult], title: str = "tapas-tf",
-                max_rows: int = 200) -> str:
-    """A self-contained page: every question and answer, then the table marked for the last one.
+def render_table_html(table: interaction_pb2.Table, result: Optional[AskResult] = None,
+                      max_rows: int = 200) -> str:
+    """The `<table>` element, its cells marked for `result` (none marked without one).
 
-    Selected cells have class "selected"; every cell the model saw carries its probability in
-    `title` (shown on hover) and `data-probability`. Of a long table, the first `max_rows` rows
-    and every row with a selected cell are shown.
+    Every cell carries its coordinates (`data-row`, `data-column`, the user's 0-based body row and
+    column). Selected cells have class "selected"; every cell the model saw carries its probability
+    in `title` (shown on hover) and `data-probability`; a cell that pruning cut has class "pruned".
+    Of a long table, the first `max_rows` rows and every row with a selected cell are shown.
     """
-    last = results[-1] if results else None
-    selected = set(last.coordinates) if last else set()
-    probabilities = last.cell_probabilities if last else {}
-    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>",
-             f"<style>{_STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
-    for result in results:
-        parts.append(f'<p class="question">Q: {html.escape(result.question)}</p>')
-        parts.append(f'<p class="answer">A: {html.escape(result.summary)}</p>')
-        parts += [f'<p class="note">{html.escape(note)}</p>' for note in result.diagnostics]
-    parts.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c.text)}</th>" for c in table.columns)
-                 + "</tr></thead><tbody>")
+    selected = set(result.coordinates) if result else set()
+    probabilities = result.cell_probabilities if result else {}
+    parts = ["<table><thead><tr>" + "".join(f"<th>{html.escape(c.text)}</th>" for c in table.columns)
+             + "</tr></thead><tbody>"]
     shown = _rows_to_show(len(table.rows), {r for r, _ in selected}, max_rows)
     previous = -1
     for row_index in shown:
         if row_index != previous + 1:
-            parts.append(f'<tr><td colspan="{len(table.columns)}">…</td></tr>')
+            parts.append(f'<tr class="elided"><td colspan="{len(table.columns)}">…</td></tr>')
         row = table.rows[row_index]
         cells = "".join(f"<td{_cell_attributes((row_index, column), selected, probabilities)}>"
                         f"{html.escape(cell.text)}</td>" for column, cell in enumerate(row.cells))
         parts.append(f"<tr>{cells}</tr>")
         previous = row_index
     if shown and shown[-1] < len(table.rows) - 1:
-        parts.append(f'<tr><td colspan="{len(table.columns)}">… {len(table.rows) - 1 - shown[-1]} more rows'
-                     "</td></tr>")
-    parts.append("</tbody></table></body></html>")
+        parts.append(f'<tr class="elided"><td colspan="{len(table.columns)}">… '
+                     f"{len(table.rows) - 1 - shown[-1]} more rows</td></tr>")
+    parts.append("</tbody></table>")
+    return "\n".join(parts)
+
+
+def render_html(table: interaction_pb2.Table, results: Sequence[AskResult], title: str = "tapas-tf",
+                max_rows: int = 200) -> str:
+    """A self-contained page: every question and answer, then the table marked for the last one
+    (`render_table_html`)."""
+    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>",
+             f"<style>{_STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    for result in results:
+        parts.append(f'<p class="question">Q: {html.escape(result.question)}</p>')
+        parts.append(f'<p class="answer">A: {html.escape(result.summary)}</p>')
+        parts += [f'<p class="note">{html.escape(note)}</p>' for note in result.diagnostics]
+    parts.append(render_table_html(table, results[-1] if results else None, max_rows))
+    parts.append("</body></html>")
     return "\n".join(parts)

@@ -26,6 +26,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import dataclasses  # noqa: E402
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
@@ -115,6 +116,21 @@ class TableQA:
         return Conversation(self, self.encoder.prepare(table))
 
     # --- the model --------------------------------------------------------------------------------
+
+    def warm_up(self, lengths: Optional[Sequence[int]] = None) -> Tuple[int, ...]:
+        """Traces the model function of each bucket length (default every bucket of the encoder) and
+        loads the tokenizer, so that no question waits for them (seconds); a server calls it before
+        it listens.
+
+        Returns the lengths traced.
+        """
+        self.encoder.encode(self.encoder.prepare(pd.DataFrame({"warm": ["up"]})), "warm up")
+        lengths = tuple(lengths or self.encoder.buckets)
+        for length in lengths:
+            row = {name: np.zeros(length, np.int32) for name in MODEL_INPUT_FEATURES}
+            row["input_mask"][:] = 1  # Only the trace matters; a real mask keeps the softmax finite.
+            self._call(length, [row])
+        return lengths
 
     def _run(self, encoded: Sequence[EncodedQuestion], batch_size: int = 16) -> List[AskResult]:
         results: List[Optional[AskResult]] = [None] * len(encoded)

@@ -12,6 +12,7 @@ model tells columns apart by position. The DataFrame's index is not part of the 
 """
 
 import datetime
+import io
 import math
 import numbers
 import os
@@ -45,25 +46,40 @@ def read_table(table: TableLike) -> pd.DataFrame:
         raise AskError(f"{path} is a directory, not a CSV file")
     if not os.path.exists(path):
         raise AskError(f"{path}: no such CSV file")
+    with open(path, "rb") as f:
+        return read_csv_bytes(f.read(), path)
+
+
+def read_csv_bytes(data: bytes, name: str = "the upload") -> pd.DataFrame:
+    """CSV text held in memory (an uploaded file) as a DataFrame of text, by `read_table`'s rules.
+
+    Args:
+      data: the file's bytes, UTF-8 text.
+      name: how messages name the file.
+
+    Raises:
+      AskError: bytes that are not UTF-8 text, hold no table, or do not parse as CSV.
+    """
+    if b"\x00" in data[:65536]:  # Valid UTF-8, so pandas would make a table of it.
+        raise AskError(f"{name} holds NUL bytes: a binary file, or text that is not UTF-8; is it a CSV file?")
     try:
-        return _read_csv(path)
+        return _read_csv(data)
     except UnicodeDecodeError as e:
-        raise AskError(f"{path} is not UTF-8 text (byte {e.start}); is it a CSV file?") from None
+        raise AskError(f"{name} is not UTF-8 text (byte {e.start}); is it a CSV file?") from None
     except pd.errors.EmptyDataError:
-        raise AskError(f"{path} is empty: a table needs a header row and at least one row") from None
+        raise AskError(f"{name} is empty: a table needs a header row and at least one row") from None
     except (pd.errors.ParserError, ValueError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise AskError(f"{path} does not parse as CSV: {first_line}") from None
+        raise AskError(f"{name} does not parse as CSV: {first_line}") from None
 
 
-def _read_csv(path: str) -> pd.DataFrame:
+def _read_csv(data: bytes) -> pd.DataFrame:
     """The CSV as text. A file that escapes quotes with backslashes (as WikiTableQuestions' do:
     `"Poul Erik \\"Popper\\" Petersen"`) is read with that dialect; the standard dialect would
     silently split such a cell in two."""
-    with open(path, "rb") as f:
-        backslash_quotes = b'\\"' in f.read()
+    backslash_quotes = b'\\"' in data
     # dtype=str and no NA guessing: a cell reads exactly as it is written.
-    return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8",
+    return pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, encoding="utf-8",
                        escapechar="\\" if backslash_quotes else None)
 
 

@@ -85,7 +85,8 @@ TRAIN_SEQUENCES = [
 MAX_TRAIN_STEPS = 1000
 
 
-@pytest.fixture(scope="module")
+# Session scope: the ask API, the web server and the browser tests share the one trained model.
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory):
     """Fits a tiny model to TRAIN_SEQUENCES (gold previous answers) and saves a model directory."""
     tmp = tmp_path_factory.mktemp("trained")

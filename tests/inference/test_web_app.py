@@ -1,0 +1,235 @@
+"""The web page's server (tapas_tf/inference/web_app.py): every endpoint in-process, no browser.
+
+The model is the trained one of test_sequential, so answers are known: "which city?" selects the
+three cities; after "what population?" (paris's 2) the follow-up "which city?" selects berlin.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import requests  # noqa: E402
+
+pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[web]'")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from tapas_tf.inference import web_app, web_sessions  # noqa: E402
+from tapas_tf.inference.ask_results import AskResult, SelectedCell  # noqa: E402
+from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tests.inference.test_sequential import HEADER, ROOT, ROWS  # noqa: E402
+
+CITIES_CSV = pd.DataFrame(ROWS, columns=HEADER).to_csv(index=False).encode("utf-8")
+LIMITS = web_sessions.WebLimits(max_upload_bytes=200_000, max_table_rows=1_000, max_sessions=2,
+                                max_question_chars=200, max_rows_shown=50)
+
+
+@pytest.fixture(scope="module")
+def qa(trained):
+    return TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"])
+
+
+@pytest.fixture
+def client(qa):
+    # raise_server_exceptions=False: a 500 must reach the client as the app's JSON, as in production.
+    with TestClient(web_app.create_app(qa, LIMITS, "trained-test-model"), raise_server_exceptions=False) as c:
+        yield c
+
+
+def _upload(client, data=CITIES_CSV, name="cities.csv"):
+    return client.post("/api/table", params={"name": name}, content=data, headers={"Content-Type": "text/csv"})
+
+
+def _ask(client, session, question):
+    return client.post("/api/ask", json={"session": session, "question": question})
+
+
+def test_page_and_static_files_are_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'id="question"' in page.text and "/static/app.js" in page.text
+    assert client.get("/static/app.js").status_code == 200
+    assert client.get("/static/style.css").status_code == 200
+
+
+def test_info_lists_the_model_and_the_example_tables(client):
+    info = client.get("/api/info").json()
+    assert info["model"] == "trained-test-model" and info["threshold"] == 0.5
+    assert "shooting_1988_medals.csv" in info["examples"]
+    assert info["limits"]["max_table_rows"] == 1_000
+
+
+def test_upload_ask_follow_up_and_new_conversation(client):
+    table = _upload(client).json()
+    assert (table["name"], table["rows"], table["columns"], table["history"]) == ("cities.csv", 3, 3, [])
+    assert table["table_html"].count("<td") == 9 and 'class="selected"' not in table["table_html"]
+    session = table["session"]
+
+    first = _ask(client, session, "  what population? ").json()
+    assert first["question"] == "what population?" and first["answer"] == "2"
+    assert [(c["row"], c["column"]) for c in first["cells"]] == [(0, 2)]
+    assert first["table_html"].count('class="selected"') == 1
+    assert 'class="selected" title="p = ' in first["table_html"] and 'data-row="0" data-column="2"' in first["table_html"]
+    assert first["operator_line"].startswith("operator NONE") and first["turn"] == 1
+    assert first["elapsed_ms"] > 0
+
+    follow_up = _ask(client, session, "which city?").json()  # Sees paris's population as the previous answer.
+    assert follow_up["answer"] == "berlin" and follow_up["turn"] == 2
+    assert [h["question"] for h in follow_up["history"]] == ["what population?", "which city?"]
+
+    reset = client.post("/api/reset", json={"session": session}).json()
+    assert reset["session"] == session and reset["history"] == []
+    assert _ask(client, session, "which city?").json()["answer"] == "paris, berlin, london"
+
+
+def test_an_example_table_loads_by_name(client):
+    table = client.post("/api/example", json={"name": "shooting_1988_medals.csv"}).json()
+    assert table["name"] == "shooting_1988_medals.csv" and table["rows"] > 5 and table["columns"] >= 5
+    bad = client.post("/api/example", json={"name": "../../../etc/passwd"})
+    assert bad.status_code == 400 and "no example table is called" in bad.json()["error"]
+
+
+@pytest.mark.parametrize("data, name, message", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "picture.png", "picture.png is not a CSV file"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "picture.csv", "holds NUL bytes"),
+    (b"a,b\n\xff\xfe,x\n", "latin.csv", "is not UTF-8 text"),
+    (b"", "empty.csv", "empty.csv is empty"),
+    (b"city,country\n", "header_only.csv", "no rows"),
+])
+def test_bad_uploads_get_a_sentence_and_a_400(client, data, name, message):
+    response = _upload(client, data, name)
+    assert response.status_code == 400, response.text
+    assert message in response.json()["error"] and "Traceback" not in response.text
+
+
+def test_too_many_rows_and_too_many_bytes_are_refused(client):
+    rows = "".join(f"r{i},{i}\n" for i in range(1_001)).encode()
+    response = _upload(client, b"name,value\n" + rows, "long.csv")
+    assert response.status_code == 400 and "1,001 rows" in response.json()["error"]
+    response = _upload(client, b"name,value\n" + b"x,1\n" * 60_000, "huge.csv")
+    assert response.status_code == 413 and "larger than 200,000 bytes" in response.json()["error"]
+
+
+def test_bad_questions_and_sessions(client):
+    session = _upload(client).json()["session"]
+    for question in ("", "   ", None, 7):
+        response = _ask(client, session, question)
+        assert response.status_code == 400 and "the question is empty" in response.json()["error"]
+    response = _ask(client, session, "why " * 100)
+    assert response.status_code == 400 and "ask in at most 200" in response.json()["error"]
+    response = _ask(client, "no-such-session", "which city?")
+    assert response.status_code == 404 and "choose the table again" in response.json()["error"]
+    response = client.post("/api/ask", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and "not JSON" in response.json()["error"]
+    response = client.post("/api/ask", json=["a", "list"])
+    assert response.status_code == 400 and "not a JSON object" in response.json()["error"]
+    assert _ask(client, session, "which city?").status_code == 200  # Still serving.
+
+
+def test_unknown_paths_and_methods_answer_in_json(client):
+    missing = client.get("/api/nothing")
+    assert missing.status_code == 404 and "/api/nothing" in missing.json()["error"]
+    wrong = client.get("/api/ask")
+    assert wrong.status_code == 405 and "error" in wrong.json()
+
+
+def test_oldest_session_is_dropped_beyond_the_limit(client):
+    first, second, third = (_upload(client).json()["session"] for _ in range(3))  # max_sessions=2.
+    assert _ask(client, first, "which city?").status_code == 404
+    assert _ask(client, second, "which city?").status_code == 200
+    assert _ask(client, third, "which city?").status_code == 200
+
+
+def test_a_failure_inside_the_model_is_a_500_and_the_server_goes_on(client, qa, monkeypatch):
+    session = _upload(client).json()["session"]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a kernel failed")
+
+    monkeypatch.setattr(qa, "_call", broken)
+    response = _ask(client, session, "which city?")
+    assert response.status_code == 500 and "failed to answer" in response.json()["error"]
+    assert "kernel" not in response.json()["error"]  # The log has the traceback, the page a sentence.
+    monkeypatch.undo()
+    assert _ask(client, session, "which city?").json()["answer"] == "paris, berlin, london"
+
+
+def test_a_big_table_says_it_will_be_pruned(client):
+    # 300 rows: more than the 255 of the row embeddings, and far more tokens than the 256 positions.
+    rows = [[f"town{i}", f"land{i}", str(i)] for i in range(300)]
+    data = pd.DataFrame(rows, columns=HEADER).to_csv(index=False).encode()
+    table = _upload(client, data, "towns.csv").json()
+    assert any("300 rows" in note and "at most 255 rows" in note for note in table["notes"]), table["notes"]
+    answer = _ask(client, table["session"], "which city?").json()
+    assert any(note.startswith("The table was pruned to the ") and "of 300 rows" in note
+               for note in answer["diagnostics"]), answer["diagnostics"]
+    assert 'class="pruned"' in answer["table_html"]
+
+
+def _result(operator, texts_and_numbers, value, probabilities=None):
+    cells = tuple(SelectedCell(row, 1, "amount", text, 0.9, number)
+                  for row, (text, number) in enumerate(texts_and_numbers))
+    numbers = tuple(number for _, number in texts_and_numbers if number is not None)
+    return AskResult("q", cells, operator, probabilities or {}, value, numbers, {}, (), (), (), 64)
+
+
+def test_operator_line_and_summary_show_the_executed_value():
+    total = _result("SUM", [("1,000", 1000.0), ("3,812", 3812.0), ("n/a", None)], 4812.0,
+                    {"NONE": 0.1, "SUM": 0.7, "AVERAGE": 0.1, "COUNT": 0.1})
+    assert total.summary == "SUM of 3 cells = 4,812"
+    assert web_sessions.operator_line(total) == (
+        "operator SUM (p = 0.70) executed on the 3 selected cells; numbers used: 1,000, 3,812")
+    one = _result("NONE", [("paris", None)], None)
+    assert web_sessions.operator_line(one) == "operator NONE: the answer is the 1 selected cell"
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_command_listens_on_loopback_and_answers(trained):
+    port = _free_port()
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    server = subprocess.Popen([sys.executable, "-m", "tapas_tf.serve", f"--model_dir={trained['model_dir']}",
+                               f"--vocab_file={trained['vocab']}", f"--port={port}"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, server.stdout.read()[-3000:]
+            try:
+                info = requests.get(f"{url}/api/info", timeout=5).json()
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.5)
+        assert info["model"] == "model"
+        session = requests.post(f"{url}/api/table", params={"name": "cities.csv"}, data=CITIES_CSV,
+                                timeout=30).json()["session"]
+        answer = requests.post(f"{url}/api/ask", json={"session": session, "question": "which city?"}, timeout=30)
+        assert answer.json()["answer"] == "paris, berlin, london"
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0]
+    assert f"http://127.0.0.1:{port}" in output  # uvicorn's log names the loopback address.
+
+
+def test_serve_command_errors_are_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "tapas_tf.serve", f"--model_dir={tmp_path / 'nothing'}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("serve: error: ") and "nothing" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,165 @@
+"""The web page end to end in a real headless browser: Debian's chromium and chromedriver, Selenium.
+
+The server runs in this process on a free loopback port (`web_app.ServerThread`) with the trained
+model of test_sequential; the browser uploads a CSV file the test writes, asks, follows up, starts a
+new conversation, and gets readable messages for a bad file and an empty question.
+
+Without /usr/bin/chromium and /usr/bin/chromedriver the tests skip, unless TAPAS_TF_REQUIRE_BROWSER=1
+(as `.ci/run` sets after installing them), where a missing browser fails.
+"""
+
+import os
+import shutil
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[web]'")
+pytest.importorskip("selenium")
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from tapas_tf.inference import web_app  # noqa: E402
+from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tests.inference.test_sequential import HEADER, ROWS  # noqa: E402
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+# Chromium as root in a container, on a machine without network: no sandbox, no background traffic.
+CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--window-size=1200,900")
+WAIT_SECONDS = 60
+
+
+def _browser_available() -> bool:
+    return all(shutil.which(path) or os.access(path, os.X_OK) for path in (CHROMIUM, CHROMEDRIVER))
+
+
+if not _browser_available():
+    if os.environ.get("TAPAS_TF_REQUIRE_BROWSER") == "1":
+        raise RuntimeError(f"TAPAS_TF_REQUIRE_BROWSER=1 but {CHROMIUM} or {CHROMEDRIVER} is missing; "
+                           "apt-get install chromium chromium-driver")
+    pytest.skip(f"no {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)",
+                allow_module_level=True)
+
+
+def start_browser(user_data_dir: str) -> webdriver.Chrome:
+    """Headless Debian chromium through its chromedriver; Selenium downloads nothing."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={user_data_dir}")
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+
+
+@pytest.fixture(scope="module")
+def page(trained, tmp_path_factory):
+    """(browser, server url): the server with the trained model, the page open and ready."""
+    qa = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"])
+    with web_app.ServerThread(web_app.create_app(qa, model_name="trained-test-model")) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        browser = start_browser(str(tmp_path_factory.mktemp("chromium-profile")))
+        try:
+            browser.get(server.url)
+            _wait(browser).until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+            yield browser, server.url
+        finally:
+            browser.quit()
+
+
+def _wait(browser) -> WebDriverWait:
+    return WebDriverWait(browser, WAIT_SECONDS)
+
+
+def _upload(browser, path: str) -> None:
+    browser.find_element(By.ID, "file").send_keys(path)
+
+
+def _ask(browser, question: str) -> str:
+    """Asks and waits for the answer; the answer's text."""
+    before = len(browser.find_elements(By.CSS_SELECTOR, "#conversation > li"))
+    box = browser.find_element(By.ID, "question")
+    box.clear()
+    box.send_keys(question)
+    browser.find_element(By.ID, "ask").click()
+    _wait(browser).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#conversation > li")) == before + 1)
+    return browser.find_elements(By.CSS_SELECTOR, "#conversation > li .answer")[-1].text
+
+
+def _selected(browser):
+    """[(row, column, text, title)] of the highlighted cells."""
+    return [(int(cell.get_attribute("data-row")), int(cell.get_attribute("data-column")), cell.text,
+             cell.get_attribute("title")) for cell in browser.find_elements(By.CSS_SELECTOR, "#table td.selected")]
+
+
+def test_upload_ask_follow_up_and_start_over(page, tmp_path):
+    browser, _ = page
+    table = tmp_path / "cities.csv"
+    pd.DataFrame(ROWS, columns=HEADER).to_csv(table, index=False)
+    _upload(browser, str(table))
+    _wait(browser).until(expected_conditions.visibility_of_element_located((By.ID, "table-panel")))
+    assert browser.find_element(By.ID, "table-name").text == "cities.csv"
+    assert browser.find_element(By.ID, "table-info").text == "cities.csv: 3 rows, 3 columns"
+    assert [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#table th")] == HEADER
+
+    assert _ask(browser, "what population?") == "A: 2"
+    [(row, column, text, title)] = _selected(browser)
+    assert (row, column, text) == (0, 2, "2") and title.startswith("p = ")
+    assert float(title[4:]) > 0.5  # The probability shown on hover.
+    assert browser.find_elements(By.CSS_SELECTOR, "#conversation .operator")[-1].text.startswith("operator NONE")
+
+    assert _ask(browser, "which city?") == "A: berlin"  # The follow-up sees paris's population.
+    assert [(r, c, t) for r, c, t, _ in _selected(browser)] == [(1, 0, "berlin")]
+    questions = [q.text for q in browser.find_elements(By.CSS_SELECTOR, "#conversation .question")]
+    assert questions == ["Q: what population?", "Q: which city?"]
+
+    browser.find_element(By.ID, "new-conversation").click()
+    _wait(browser).until(lambda b: not b.find_elements(By.CSS_SELECTOR, "#conversation > li"))
+    assert _selected(browser) == []
+    assert _ask(browser, "which city?") == "A: paris, berlin, london"
+    assert [t for _, _, t, _ in _selected(browser)] == ["paris", "berlin", "london"]
+
+
+def _error_text(browser) -> str:
+    _wait(browser).until(expected_conditions.visibility_of_element_located((By.ID, "error")))
+    return browser.find_element(By.ID, "error").text
+
+
+def test_bad_upload_and_empty_question_show_a_message(page, tmp_path):
+    browser, _ = page
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    _upload(browser, str(picture))
+    assert _error_text(browser) == ("Error: picture.png is not a CSV file: choose a .csv file with a header row")
+
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    _upload(browser, str(empty))
+    _wait(browser).until(lambda b: "empty.csv is empty" in b.find_element(By.ID, "error").text)
+
+    table = tmp_path / "cities.csv"
+    pd.DataFrame(ROWS, columns=HEADER).to_csv(table, index=False)
+    _upload(browser, str(table))
+    _wait(browser).until(lambda b: not b.find_element(By.ID, "error").is_displayed())
+    browser.find_element(By.ID, "question").clear()
+    browser.find_element(By.ID, "ask").click()
+    assert "the question is empty" in _error_text(browser)
+    assert _ask(browser, "which city?") == "A: paris, berlin, london"  # The page and the server go on.
+
+
+def test_an_example_table_loads_and_answers(page):
+    browser, _ = page
+    names = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#example option")]
+    assert "shooting_1988_medals.csv" in names
+    browser.find_element(By.CSS_SELECTOR, "#example option[value='shooting_1988_medals.csv']").click()
+    browser.find_element(By.ID, "load-example").click()
+    _wait(browser).until(lambda b: b.find_element(By.ID, "table-name").text == "shooting_1988_medals.csv")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#table tbody tr")) > 5
+    assert _ask(browser, "which nation?").startswith("A: ")
