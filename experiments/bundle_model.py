@@ -4,9 +4,10 @@
         --command="experiments/pretraining_vs_scratch.sh data" --command="..."
 
 The bundle (`tapas_tf/checkpoints/bundled/sqa_tiny/`) is a compact directory: float16 weights, the
-model config, the vocabulary when the source has its own, and in `compact.json` the commands that
-made it and both SQA dev evaluations (each question seeing the model's own previous answer, and the
-gold one), read from the source's `predictions/dev_metrics.json` and `dev_gold_previous_metrics.json`.
+model config, the vocabulary (the source's own, else the default BERT one it was trained with), and
+in `compact.json` the commands that made it and both SQA dev evaluations (each question seeing the
+model's own previous answer, and the gold one), read from the source's `predictions/dev_metrics.json`
+and `dev_gold_previous_metrics.json`.
 """
 
 import json
@@ -38,15 +39,17 @@ def main(argv: List[str]) -> None:
     del argv
     from tapas_tf.checkpoints import compact
     from tapas_tf.checkpoints.bundled import BUNDLED_DIR
+    from tapas_tf.features.vocab import resolve_vocab_file
 
     out_dir = FLAGS.out_dir or BUNDLED_DIR
     notes = {"about": FLAGS.note, "commands": FLAGS.command,
              "sqa_dev_predicted_previous": _metrics(FLAGS.model_dir, "dev"),
              "sqa_dev_gold_previous": _metrics(FLAGS.model_dir, "dev_gold_previous")}
     info = compact.write_compact_model_dir(FLAGS.model_dir, out_dir, notes=notes)
+    # The bundle carries its vocabulary either way, so that it never depends on where the default
+    # BERT vocabulary comes from on the user's machine.
     vocab = os.path.join(FLAGS.model_dir, "vocab.txt")
-    if os.path.exists(vocab):
-        shutil.copy(vocab, out_dir)
+    shutil.copy(vocab if os.path.exists(vocab) else resolve_vocab_file(None), os.path.join(out_dir, "vocab.txt"))
     sizes = {name: os.path.getsize(os.path.join(out_dir, name)) for name in sorted(os.listdir(out_dir))}
     print(json.dumps({"out_dir": out_dir, "files": sizes, "weights_bytes": info["weights_bytes"],
                       "max_abs_rounding_error": info["max_abs_rounding_error"]}, indent=2))
