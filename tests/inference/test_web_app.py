@@ -12,6 +12,7 @@ import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import requests  # noqa: E402
@@ -170,6 +171,31 @@ def test_a_big_table_says_it_will_be_pruned(client):
     assert any(note.startswith("The table was pruned to the ") and "of 300 rows" in note
                for note in answer["diagnostics"]), answer["diagnostics"]
     assert 'class="pruned"' in answer["table_html"]
+
+
+def sum_of_column(column: int):
+    """A stand-in for `TableQA._call`: every cell of `column` (0-based) at probability 1, and SUM.
+
+    It gives the page an answer with an executed aggregation, which the trained test model (no
+    aggregation head) cannot.
+    """
+
+    def call(length, rows):
+        probabilities = np.stack([np.where(row["column_ids"] == column + 1, 1.0, 0.0) for row in rows])
+        logits = np.tile(np.array([-5.0, 5.0, -5.0, -5.0], np.float32), (len(rows), 1))
+        return {"probabilities": probabilities.astype(np.float32), "aggregation_logits": logits}
+
+    return call
+
+
+def test_an_aggregation_shows_its_executed_value(client, qa, monkeypatch):
+    session = _upload(client).json()["session"]
+    monkeypatch.setattr(qa, "_call", sum_of_column(2))
+    answer = _ask(client, session, "what is the total population?").json()
+    assert answer["summary"] == "SUM of 3 cells = 14" and answer["value_text"] == "14"
+    assert answer["operator_line"] == ("operator SUM (p = 1.00) executed on the 3 selected cells; "
+                                       "numbers used: 2, 4, 8")
+    assert answer["table_html"].count('class="selected"') == 3
 
 
 def _result(operator, texts_and_numbers, value, probabilities=None):

@@ -27,6 +27,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from tapas_tf.inference import web_app  # noqa: E402
 from tapas_tf.inference.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROWS  # noqa: E402
+from tests.inference.test_web_app import sum_of_column  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -69,7 +70,7 @@ def page(trained, tmp_path_factory):
         try:
             browser.get(server.url)
             _wait(browser).until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
-            yield browser, server.url
+            yield browser, server.url, qa
         finally:
             browser.quit()
 
@@ -100,7 +101,7 @@ def _selected(browser):
 
 
 def test_upload_ask_follow_up_and_start_over(page, tmp_path):
-    browser, _ = page
+    browser, *_ = page
     table = tmp_path / "cities.csv"
     pd.DataFrame(ROWS, columns=HEADER).to_csv(table, index=False)
     _upload(browser, str(table))
@@ -133,7 +134,7 @@ def _error_text(browser) -> str:
 
 
 def test_bad_upload_and_empty_question_show_a_message(page, tmp_path):
-    browser, _ = page
+    browser, *_ = page
     picture = tmp_path / "picture.png"
     picture.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     _upload(browser, str(picture))
@@ -155,7 +156,7 @@ def test_bad_upload_and_empty_question_show_a_message(page, tmp_path):
 
 
 def test_an_example_table_loads_and_answers(page):
-    browser, _ = page
+    browser, *_ = page
     names = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#example option")]
     assert "shooting_1988_medals.csv" in names
     browser.find_element(By.CSS_SELECTOR, "#example option[value='shooting_1988_medals.csv']").click()
@@ -163,3 +164,16 @@ def test_an_example_table_loads_and_answers(page):
     _wait(browser).until(lambda b: b.find_element(By.ID, "table-name").text == "shooting_1988_medals.csv")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#table tbody tr")) > 5
     assert _ask(browser, "which nation?").startswith("A: ")
+
+
+def test_an_aggregation_answer_shows_the_executed_value(page, tmp_path, monkeypatch):
+    browser, _, qa = page
+    table = tmp_path / "cities.csv"
+    pd.DataFrame(ROWS, columns=HEADER).to_csv(table, index=False)
+    _upload(browser, str(table))
+    _wait(browser).until(lambda b: b.find_element(By.ID, "table-info").text == "cities.csv: 3 rows, 3 columns")
+    monkeypatch.setattr(qa, "_call", sum_of_column(2))  # The server thread answers with it.
+    assert _ask(browser, "what is the total population?") == "A: SUM of 3 cells = 14"
+    operator = browser.find_elements(By.CSS_SELECTOR, "#conversation .operator")[-1].text
+    assert operator == "operator SUM (p = 1.00) executed on the 3 selected cells; numbers used: 2, 4, 8"
+    assert [t for _, _, t, _ in _selected(browser)] == ["2", "4", "8"]
