@@ -145,4 +145,6 @@ def test_sequential_prediction_runs_on_a_compact_directory(trained, tmp_path):  
     small = sequential.predict_model_dir(out, trained["file"], "dev", config, evaluate=True, show_progress=False)
     assert small.step == full.step == compact.source_step(out) > 0
     assert [p.coordinates for p in small.run.predictions] == [p.coordinates for p in full.run.predictions]
-    assert small.metrics["ALL"] == full.metrics["ALL"] == 1.0
+    # Equal to the float32 checkpoint's, whatever the fit: how well the fixture learned its few
+    # questions depends on the CPU's kernels, not on the compact format.
+    assert small.metrics["ALL"] == full.metrics["ALL"] > 0
