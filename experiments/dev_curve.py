@@ -34,7 +34,9 @@ def checkpoints(model_dir: str) -> List[str]:
     state = tf.train.get_checkpoint_state(os.path.join(model_dir, "checkpoints"))
     if state is None:
         raise FileNotFoundError(f"{model_dir}/checkpoints: no checkpoints")
-    return sorted(state.all_model_checkpoint_paths, key=lambda p: int(p.rsplit("-", 1)[1]))
+    from tapas_tf.inference.sequential import checkpoint_step
+
+    return sorted(state.all_model_checkpoint_paths, key=checkpoint_step)
 
 
 def main(argv: List[str]) -> None:
@@ -42,13 +44,13 @@ def main(argv: List[str]) -> None:
     from tapas_tf.checkpoints import model_dir as model_dir_lib
     from tapas_tf.features.conversion_config import ConversionConfig
     from tapas_tf.features.vocab import resolve_vocab_file
-    from tapas_tf.inference.sequential import predict_model_dir
+    from tapas_tf.inference.sequential import checkpoint_step, predict_model_dir
 
     config = ConversionConfig(vocab_file=resolve_vocab_file(None), max_seq_length=512)
     interactions = os.path.join(FLAGS.output_dir, "interactions", f"{FLAGS.split}.tfrecord")
     rows: List[Dict] = []
     for checkpoint in checkpoints(FLAGS.model_dir):
-        step = int(checkpoint.rsplit("-", 1)[1])
+        step = checkpoint_step(checkpoint)
         target = os.path.join(FLAGS.curve_dir, f"step_{step}")
         os.makedirs(target, exist_ok=True)
         for name in os.listdir(FLAGS.model_dir):

@@ -112,6 +112,11 @@ class TableEncoder:
         return cls(config, trained_rows=model_config.max_num_rows - 1, prune=prune, **options)
 
     @property
+    def max_table_shape(self) -> Tuple[int, int]:
+        """(body rows, columns) the model holds at once; a bigger table is pruned or refused."""
+        return self.config.max_row_id - 1, self.config.max_column_id - 1
+
+    @property
     def tokenizer(self):
         return self.converter.tokenizer
 
@@ -159,7 +164,7 @@ class TableEncoder:
         """(the table the model sees, its converted example), pruning as needed and allowed."""
         question = interaction.questions[0].original_text
         rows, columns = len(table.rows), len(table.columns)
-        max_rows, max_columns = self.config.max_row_id - 1, self.config.max_column_id - 1
+        max_rows, max_columns = self.max_table_shape
         if (rows > max_rows or columns > max_columns) and not self.prune:
             raise AskError(f"the table has {rows} rows and {columns} columns; the model holds at most "
                            f"{max_rows} rows and {max_columns} columns; ask with pruning on (prune=True, "

@@ -164,8 +164,7 @@ def table_view(session: Session, limits: WebLimits, result: Optional[AskResult] 
 
 def _size_notes(conversation: Conversation, rows: int, columns: int) -> List[str]:
     """A sentence saying that a big table will be pruned, before anyone asks."""
-    config = conversation.qa.encoder.config
-    max_rows, max_columns = config.max_row_id - 1, config.max_column_id - 1
+    max_rows, max_columns = conversation.qa.encoder.max_table_shape
     if rows <= max_rows and columns <= max_columns:
         return []
     return [f"The table has {rows:,} rows and {columns:,} columns; the model reads at most {max_rows} rows "
