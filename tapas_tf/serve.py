@@ -6,7 +6,6 @@
 Upload a CSV file (or load an example table), ask, follow up, start a new conversation.
 """
 
-import os
 import sys
 from typing import List
 
@@ -44,7 +43,7 @@ def main(argv: List[str]) -> None:
         limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20,
                                         max_table_rows=FLAGS.max_table_rows, max_sessions=FLAGS.max_sessions)
         qa = TableQA.from_model_dir(FLAGS.model_dir, vocab_file=FLAGS.vocab_file, threshold=FLAGS.threshold)
-        name = os.path.basename(os.path.normpath(FLAGS.model_dir)) if FLAGS.model_dir else "bundled sqa_tiny"
+        name = web_app.model_label(FLAGS.model_dir)
         web = web_app.create_app(qa, limits, name)
     except (FileNotFoundError, ValueError) as e:
         print(f"serve: error: {e}", file=sys.stderr)
