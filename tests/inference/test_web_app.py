@@ -117,6 +117,15 @@ def test_too_many_rows_and_too_many_bytes_are_refused(client):
     assert response.status_code == 413 and "larger than 200,000 bytes" in response.json()["error"]
 
 
+def test_a_100000_row_table_gets_a_sentence_with_the_default_limits(qa):
+    data = b"name,value\n" + "".join(f"r{i},{i}\n" for i in range(100_000)).encode()
+    assert len(data) < web_sessions.WebLimits().max_upload_bytes  # Refused for its rows, not its size.
+    with TestClient(web_app.create_app(qa), raise_server_exceptions=False) as default_client:
+        response = _upload(default_client, data, "big.csv")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("big.csv has 100,000 rows; this page takes tables of up to 10,000 rows")
+
+
 def test_bad_questions_and_sessions(client):
     session = _upload(client).json()["session"]
     for question in ("", "   ", None, 7):
