@@ -26,6 +26,11 @@ from tapas_tf.models.heads import AggregationHead, CellSelectionHead, Classifica
 
 # Keys of the per-example loss terms returned with labels; zeros where a term does not apply.
 LOSS_TERMS = ("selection_loss", "aggregation_loss", "answer_loss", "aggregate_mask", "expected_result")
+# Keys of the same terms as they enter total_loss (masked as the paper masks them), so that
+# total_loss is the sum of their batch means (plus the classification loss, if the model has a
+# classifier); and answer_loss_cut, 1 where an aggregation
+# example's answer loss is over the cutoff (it then contributes nothing).
+LOSS_PARTS = ("selection_loss_in_total", "aggregation_loss_in_total", "answer_loss_in_total", "answer_loss_cut")
 
 
 def dummy_features(batch_size: int = 1, seq_length: int = 4) -> Dict[str, tf.Tensor]:
@@ -68,7 +73,8 @@ class TapasForQuestionAnswering(tf_keras.Model):
         classification_logits <float32>[batch, num_classes] (num_classification_labels > 0);
       and, when "label_ids" is given: total_loss <float32>[] and the per-example terms
       <float32>[batch] selection_loss, aggregation_loss, answer_loss, aggregate_mask and
-      expected_result (zeros where a term does not apply).
+      expected_result (zeros where a term does not apply), and LOSS_PARTS <float32>[batch]:
+      the terms as masked in total_loss, and answer_loss_cut.
     """
 
     def __init__(self, config: TapasConfig, **kwargs):
@@ -146,7 +152,7 @@ class TapasForQuestionAnswering(tf_keras.Model):
         config = self.tapas_config
         label_ids = tf.cast(features["label_ids"], tf.int32)
         zeros = tf.zeros(tf.shape(label_ids)[:1], tf.float32)
-        terms = {name: zeros for name in LOSS_TERMS}
+        terms = {name: zeros for name in LOSS_TERMS + LOSS_PARTS}
         terms["selection_loss"] = self._selection_loss(features, outputs, token_logits, label_ids, indices)
 
         aggregate_mask = None
@@ -157,18 +163,18 @@ class TapasForQuestionAnswering(tf_keras.Model):
             )
             terms["aggregate_mask"] = aggregate_mask
 
-        total_loss = tf.constant(0.0)
         if config.disable_per_token_loss:
             pass
         elif aggregate_mask is None:
-            total_loss += tf.reduce_mean(terms["selection_loss"])
+            terms["selection_loss_in_total"] = terms["selection_loss"]
         else:
             # Examples routed to aggregation learn from the answer, not from the cell labels.
-            total_loss += tf.reduce_mean(terms["selection_loss"] * (1.0 - aggregate_mask))
+            terms["selection_loss_in_total"] = terms["selection_loss"] * (1.0 - aggregate_mask)
+        total_loss = tf.reduce_mean(terms["selection_loss_in_total"])
 
         if config.num_aggregation_labels > 0:
-            additional_loss = self._aggregation_terms(features, outputs, aggregate_mask, terms)
-            total_loss += tf.reduce_mean(additional_loss)
+            self._aggregation_terms(features, outputs, aggregate_mask, terms)
+            total_loss += tf.reduce_mean(terms["aggregation_loss_in_total"] + terms["answer_loss_in_total"])
         if config.num_classification_labels > 0:
             class_index = _per_example(features, "classification_class_index", tf.int32)
             total_loss += tf.reduce_mean(
@@ -206,8 +212,8 @@ class TapasForQuestionAnswering(tf_keras.Model):
         outputs: Mapping[str, tf.Tensor],
         aggregate_mask: Optional[tf.Tensor],
         terms: Dict[str, tf.Tensor],
-    ) -> tf.Tensor:
-        """Fills the aggregation and answer terms; returns the per-example additional loss."""
+    ) -> None:
+        """Fills the aggregation and answer terms, raw and as they enter total_loss."""
         config = self.tapas_config
         aggregation_logits = outputs["aggregation_logits"]
         if config.is_weakly_supervised:
@@ -223,7 +229,8 @@ class TapasForQuestionAnswering(tf_keras.Model):
             config.aggregation_loss_weight,
         )
         if not config.is_weakly_supervised:
-            return terms["aggregation_loss"]
+            terms["aggregation_loss_in_total"] = terms["aggregation_loss"]
+            return
 
         _require(features, ("numeric_values", "numeric_values_scale"), "use_answer_as_supervision")
         table_mask = tf.cast(tf.cast(features["row_ids"], tf.int32) > 0, tf.float32)
@@ -247,7 +254,9 @@ class TapasForQuestionAnswering(tf_keras.Model):
             config.use_normalized_answer_loss,
         )
         # Examples whose answer loss exceeds the cutoff get no aggregation or answer loss.
-        return (terms["aggregation_loss"] + terms["answer_loss"]) * large_answer_loss_mask
+        terms["aggregation_loss_in_total"] = terms["aggregation_loss"] * large_answer_loss_mask
+        terms["answer_loss_in_total"] = terms["answer_loss"] * large_answer_loss_mask
+        terms["answer_loss_cut"] = aggregate_mask * (1.0 - large_answer_loss_mask)
 
     def weight_map(self) -> Dict[str, tf.Variable]:
         """Every variable under the name it has in an original TAPAS (TF1) checkpoint.

@@ -31,7 +31,7 @@ import logging  # noqa: E402
 import math  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
-from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
@@ -47,9 +47,16 @@ from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E4
 from tapas_tf.training.progress import TrainProgress  # noqa: E402
 from tapas_tf.training.xla_choice import MIN_STEPS_TO_MEASURE, XlaChoice, choose_xla, default_use_xla  # noqa: E402
 
-# Loss terms logged every log_steps: the model's total loss and the batch means of its terms.
-LOSS_TERMS = ("total_loss", "selection_loss", "aggregation_loss", "answer_loss")
-MASKED_LM_LOSS_TERMS = ("total_loss", "mlm_loss")
+# Logged every log_steps, by name: the batch mean of a model output. For question answering the
+# three terms are as they enter total_loss (masked as the paper masks them), so they add up to it.
+LOSS_TERMS = {"total_loss": "total_loss", "selection_loss": "selection_loss_in_total",
+              "aggregation_loss": "aggregation_loss_in_total", "answer_loss": "answer_loss_in_total"}
+# Weak supervision also logs where its examples go: the share routed to aggregation (they learn from
+# the answer, not the cells), and the share of all examples whose answer loss was over the cutoff
+# (they contribute nothing; a model stuck there learns nothing from them).
+WEAK_SUPERVISION_TERMS = {**LOSS_TERMS, "aggregate_fraction": "aggregate_mask",
+                          "answer_cut_fraction": "answer_loss_cut"}
+MASKED_LM_LOSS_TERMS = {"total_loss": "total_loss", "mlm_loss": "mlm_loss"}
 TRAIN_DIR = "train"
 TRAIN_CONFIG_FILE = "train_config.json"
 XLA_CHOICE_FILE = "xla_choice.json"
@@ -73,9 +80,12 @@ def model_kind(config: TrainConfig) -> str:
     return model_dir_lib.MASKED_LM if config.is_pretraining else model_dir_lib.QUESTION_ANSWERING
 
 
-def loss_terms(config: TrainConfig) -> Tuple[str, ...]:
-    """The model outputs logged every log_steps (the first is the loss minimised)."""
-    return MASKED_LM_LOSS_TERMS if config.is_pretraining else LOSS_TERMS
+def loss_terms(config: TrainConfig, model: Optional[tf_keras.Model] = None) -> Dict[str, str]:
+    """{logged name: model output} logged every log_steps; total_loss is the loss minimised."""
+    if config.is_pretraining:
+        return MASKED_LM_LOSS_TERMS
+    model_config = getattr(model, "tapas_config", None)
+    return WEAK_SUPERVISION_TERMS if getattr(model_config, "is_weakly_supervised", False) else LOSS_TERMS
 
 
 def masked_lm_dummy_features(batch_size: int = 1, seq_length: int = 8) -> Dict[str, tf.Tensor]:
@@ -410,7 +420,8 @@ def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distri
             config.train_file, config.max_seq_length, replica_batch, training=True, shuffle_buffer=0,
             max_predictions_per_seq=config.max_predictions_per_seq)))
         num_micro = config.gradient_accumulation_steps
-        choice = choose_xla(_gradient_function(model, num_micro, 1.0 / num_micro, loss_terms(config)), batch)
+        choice = choose_xla(_gradient_function(model, num_micro, 1.0 / num_micro, loss_terms(config, model)),
+                            batch)
     logging.info("XLA %s: %s", "on" if choice.use_xla else "off", choice.reason)
     if model_dir is not None:
         directory = os.path.join(model_dir, TRAIN_DIR)
@@ -451,7 +462,7 @@ def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step:
     """tf.function(iterator) -> {name: <float32>[]} that runs one optimiser step on the next batch."""
     num_micro = config.gradient_accumulation_steps
     compute = _gradient_function(model, num_micro, 1.0 / (strategy.num_replicas_in_sync * num_micro),
-                                 loss_terms(config))
+                                 loss_terms(config, model))
     if config.use_xla and not distribution.uses_tpu(strategy):  # TPU programs are XLA already.
         compute = tf.function(compute, jit_compile=True, autograph=False)
     variables = model.trainable_variables
@@ -484,7 +495,7 @@ def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step:
 
 
 def _gradient_function(model: tf_keras.Model, num_micro: int, loss_scale: float,
-                       terms: Tuple[str, ...] = LOSS_TERMS) -> Callable:
+                       terms: Mapping[str, str] = LOSS_TERMS) -> Callable:
     """features -> (gradients, {loss term: <float32>[]}) of one replica's share of the batch.
 
     Features are <dtype>[replica_batch, ...]; they are split into `num_micro` micro-batches whose
@@ -498,7 +509,7 @@ def _gradient_function(model: tf_keras.Model, num_micro: int, loss_scale: float,
             outputs = model(features, training=True)
             loss = outputs["total_loss"] * loss_scale
         grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-        values = {name: tf.reduce_mean(outputs[name]) * loss_scale for name in terms}
+        values = {name: tf.reduce_mean(outputs[key]) * loss_scale for name, key in terms.items()}
         return grads, values
 
     def compute(features: Dict[str, tf.Tensor]):

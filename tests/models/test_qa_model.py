@@ -133,6 +133,10 @@ def test_output_keys_and_shapes():
         "answer_loss": (2,),
         "aggregate_mask": (2,),
         "expected_result": (2,),
+        "selection_loss_in_total": (2,),
+        "aggregation_loss_in_total": (2,),
+        "answer_loss_in_total": (2,),
+        "answer_loss_cut": (2,),
     }
     inference = model(_without_labels(batch))
     assert set(inference) == {
@@ -212,6 +216,7 @@ def test_supervised_aggregation_loss():
     np.testing.assert_array_equal(outputs["aggregate_mask"].numpy(), [0.0, 0.0])
     total = outputs["selection_loss"].numpy().mean() + expected.mean()
     np.testing.assert_allclose(outputs["total_loss"].numpy(), total, rtol=1e-5)
+    _assert_parts_add_up(outputs)
 
 
 def test_weak_supervision_loss_terms():
@@ -242,6 +247,19 @@ def test_weak_supervision_loss_terms():
     total_loss = outputs["selection_loss"].numpy()[0] / 2 + (aggregation[0] + aggregation[1] + answer_loss) / 2
     np.testing.assert_allclose(outputs["total_loss"].numpy(), total_loss, rtol=1e-4)
     assert np.isfinite(outputs["total_loss"].numpy())
+    # The terms as they enter the total: example 1's cell labels do not count; nothing is cut.
+    np.testing.assert_allclose(outputs["selection_loss_in_total"].numpy(),
+                               [outputs["selection_loss"].numpy()[0], 0.0], rtol=1e-6)
+    np.testing.assert_allclose(outputs["aggregation_loss_in_total"].numpy(), aggregation, rtol=1e-4)
+    np.testing.assert_allclose(outputs["answer_loss_in_total"].numpy(), [0.0, answer_loss], rtol=1e-4)
+    np.testing.assert_array_equal(outputs["answer_loss_cut"].numpy(), [0.0, 0.0])
+    _assert_parts_add_up(outputs)
+
+
+def _assert_parts_add_up(outputs):
+    parts = sum(outputs[key].numpy().mean() for key in
+                ("selection_loss_in_total", "aggregation_loss_in_total", "answer_loss_in_total"))
+    np.testing.assert_allclose(parts, outputs["total_loss"].numpy(), rtol=1e-5)
 
 
 def test_answer_loss_cutoff_drops_large_losses():
@@ -253,6 +271,10 @@ def test_answer_loss_cutoff_drops_large_losses():
     log_probs = _log_softmax(outputs["aggregation_logits"].numpy())
     total = outputs["selection_loss"].numpy()[0] / 2 + (-log_probs[0, 0]) / 2
     np.testing.assert_allclose(outputs["total_loss"].numpy(), total, rtol=1e-4)
+    np.testing.assert_array_equal(outputs["answer_loss_cut"].numpy(), [0.0, 1.0])
+    np.testing.assert_array_equal(outputs["answer_loss_in_total"].numpy(), [0.0, 0.0])
+    np.testing.assert_allclose(outputs["aggregation_loss_in_total"].numpy(), [-log_probs[0, 0], 0.0], rtol=1e-4)
+    _assert_parts_add_up(outputs)
 
 
 def test_classification_loss_is_added():

@@ -249,6 +249,30 @@ def test_loss_and_gradients_are_the_same_padded_to_the_bucket_or_to_max_seq_leng
             np.testing.assert_allclose(actual.numpy(), expected.numpy(), atol=1e-5, err_msg=variable.name)
 
 
+def test_logged_terms_add_up_to_the_loss_and_weak_supervision_logs_where_examples_go(data):
+    features = next(iter(input_pipeline.make_dataset(data, SEQ, NUM_EXAMPLES, training=False)))
+    sqa_config, train_config = tiny_configs(data)
+    sqa_model = TapasForQuestionAnswering(sqa_config)
+    assert training.loss_terms(train_config, sqa_model) == training.LOSS_TERMS
+    wtq_config = model_config_for_task(Task.WTQ, TapasConfig.from_preset("tiny", **TINY))
+    model = TapasForQuestionAnswering(wtq_config)
+    terms = training.loss_terms(train_config, model)
+    assert set(terms) == {"total_loss", "selection_loss", "aggregation_loss", "answer_loss",
+                          "aggregate_fraction", "answer_cut_fraction"}
+    # Half the examples get a scalar answer far from anything the table sums to: they go to
+    # aggregation, and the answer loss of every one of them is over WTQ's cutoff.
+    answer = np.full([NUM_EXAMPLES], np.nan, np.float32)
+    answer[::2] = 1e6
+    features = {**features, "answer": tf.constant(answer)}
+    _, values = training._gradient_function(model, 1, 1.0, terms)(features)
+    values = {name: float(value) for name, value in values.items()}
+    assert values["aggregate_fraction"] == pytest.approx(0.5)
+    assert values["answer_cut_fraction"] == pytest.approx(0.5)
+    assert values["answer_loss"] == 0.0
+    np.testing.assert_allclose(values["selection_loss"] + values["aggregation_loss"] + values["answer_loss"],
+                               values["total_loss"], rtol=1e-5)
+
+
 def test_bucketed_training_traces_its_step_once(data, tmp_path, monkeypatch):
     steps = []
     make_train_step = training._make_train_step
