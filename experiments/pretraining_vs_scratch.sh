@@ -15,10 +15,9 @@
 #   experiments/pretraining_vs_scratch.sh pretrain main
 #   experiments/pretraining_vs_scratch.sh finetune pre --init_checkpoint=/tmp/exp/pt_main
 #   experiments/pretraining_vs_scratch.sh finetune scratch
-# An ablation (paper Table 7) is one more pair, not run yet:
-#   experiments/pretraining_vs_scratch.sh pretrain nocolrow \
+# The ablation of paper Table 7 (the same fine-tuning, the column and row embeddings removed):
+#   experiments/pretraining_vs_scratch.sh finetune pre_nocolrow --init_checkpoint=/tmp/exp/pt_main \
 #       --model_option=use_column_embeddings=false --model_option=use_row_embeddings=false
-#   experiments/pretraining_vs_scratch.sh finetune nocolrow --init_checkpoint=/tmp/exp/pt_nocolrow
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
