@@ -7,8 +7,13 @@ Runs `tf_tapas_bench.py` (this interpreter, or --tf_python) and `torch_tapas_ben
 environment, --peer_python) as subprocesses, one measurement at a time and alternating between
 the frameworks for each size, so a change in the machine's load hits both alike:
 
-    size X: TF train (XLA), torch train, TF train (no XLA), TF infer, torch infer (padded to 512),
+    size X: TF train (XLA), torch train, TF train (no XLA) [then TF train with and without XLA
+            again for the next --tf_onednn setting], TF infer, torch infer (padded to 512),
             torch infer (unpadded, at the example's real length), then size Y ...
+
+--tf_onednn runs TF training with oneDNN's CPU kernels on (tapas-tf's default, which
+`import tapas_tf` sets) or off (TensorFlow's own default on CPUs without AVX-512 VNNI/BF16 or AMX),
+or both; every TF record says which ran (`onednn`).
 
 Both benches build their batches with `synthetic_tables.make_batch` from the same seeds (seq_len
 512, a 20 x 6 table of ~450 real tokens) and run with 2 threads. Before each measurement the
@@ -60,11 +65,13 @@ def wait_for_quiet(max_load: float, poll_seconds: float, max_wait_seconds: float
     return load
 
 
-def run_bench(command: List[str], label: str, args: argparse.Namespace) -> List[dict]:
-    """Runs one bench subprocess after waiting for a quiet machine; returns its JSON records."""
+def run_bench(command: List[str], label: str, args: argparse.Namespace,
+              env: Optional[dict] = None) -> List[dict]:
+    """Runs one bench subprocess (with `env` added to the environment) after waiting for a quiet
+    machine; returns its JSON records."""
     load = wait_for_quiet(args.max_load, args.poll_seconds, args.max_wait_seconds)
     print(f"# {label} (load {load:.2f}): {' '.join(command)}", file=sys.stderr, flush=True)
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if result.returncode != 0:
         raise RuntimeError(f"{label} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     records = []
@@ -96,10 +103,16 @@ def measure_size(size: str, args: argparse.Namespace) -> List[dict]:
     lengths = [n for n in args.infer_lengths.split(",") if n]
     records = []
     if "train" in args.measures:
-        records += run_bench(tf_bench + common + train + ["--jit_compile", "true"], f"tf train xla {size}", args)
-        records += run_bench(torch_bench + common + train, f"torch train {size}", args)
-        if not args.skip_no_xla:
-            records += run_bench(tf_bench + common + train + ["--jit_compile", "false"], f"tf train {size}", args)
+        onednn_settings = [v for v in args.tf_onednn.split(",") if v]
+        for i, onednn in enumerate(onednn_settings):
+            env = {"TF_ENABLE_ONEDNN_OPTS": "1" if onednn == "on" else "0"}
+            records += run_bench(tf_bench + common + train + ["--jit_compile", "true"],
+                                 f"tf train xla oneDNN {onednn} {size}", args, env)
+            if i == 0:  # The peer once, between TF measurements.
+                records += run_bench(torch_bench + common + train, f"torch train {size}", args)
+            if not args.skip_no_xla:
+                records += run_bench(tf_bench + common + train + ["--jit_compile", "false"],
+                                     f"tf train oneDNN {onednn} {size}", args, env)
     if "infer" not in args.measures:
         return records
     records += run_bench(
@@ -142,14 +155,18 @@ def markdown(records: List[dict], sizes: List[str], lengths: List[int]) -> str:
         "TF default / torch | load before (TF XLA, torch) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for size in sizes:
-        xla = _find(records, framework="tensorflow", size=size, measure="train", jit_compile=True)
-        plain = _find(records, framework="tensorflow", size=size, measure="train", jit_compile=False)
+    onednn_settings = sorted({r.get("onednn") for r in records if r.get("framework") == "tensorflow"
+                              and r.get("measure") == "train"}, key=lambda v: (v is None, not v))
+    for size, onednn in [(size, onednn) for size in sizes for onednn in onednn_settings]:
+        train = dict(framework="tensorflow", size=size, measure="train", onednn=onednn)
+        xla = _find(records, jit_compile=True, **train)
+        plain = _find(records, jit_compile=False, **train)
         torch = _find(records, framework="pytorch", size=size, measure="train")
         batch = (xla or torch or {}).get("batch_size", "?")
         loads = ", ".join(_fmt(r, "load_average_1min_before", 2) for r in (xla, torch))
+        setting = {True: ", oneDNN on", False: ", oneDNN off", None: ""}[onednn]
         lines.append(
-            f"| {size}, {batch} | {_fmt(xla, 'examples_per_s', 2)} | {_fmt(plain, 'examples_per_s', 2)} | "
+            f"| {size}, {batch}{setting} | {_fmt(xla, 'examples_per_s', 2)} | {_fmt(plain, 'examples_per_s', 2)} | "
             f"{_fmt(torch, 'examples_per_s', 2)} | {_ratio(_get(xla), _get(torch))} | "
             f"{_ratio(_get(plain), _get(torch))} | {_ratio(_default(xla, plain), _get(torch))} | {loads} |"
         )
@@ -209,6 +226,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--peer_python", default=".peer-env/bin/python")
     parser.add_argument("--tf_python", default=sys.executable)
     parser.add_argument("--measures", default="train,infer", help="train, infer or both")
+    parser.add_argument("--tf_onednn", default="on", help="TF training with oneDNN's CPU kernels: on, off or on,off "
+                        "(TF_ENABLE_ONEDNN_OPTS; tapas-tf's default is on)")
     parser.add_argument("--skip_no_xla", action="store_true", help="train TF with XLA only")
     parser.add_argument("--max_load", type=float, default=1.5)
     parser.add_argument("--poll_seconds", type=float, default=60)

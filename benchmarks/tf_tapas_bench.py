@@ -55,6 +55,8 @@ sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.dirname(_HERE))
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 
+import tapas_tf  # noqa: E402,F401  (no TensorFlow yet: sets the project's defaults, oneDNN on, before it loads)
+
 # Heavy imports (TensorFlow, the model) happen in `main`, after the thread counts are known:
 # tf.config.threading must be set before TensorFlow runs its first op.
 tf = None
@@ -256,8 +258,14 @@ def environment(threads: int, inter_op_threads: int) -> dict:
         framework="tensorflow", implementation="models.TapasForQuestionAnswering (tapas-tf)",
         tensorflow=tf.__version__, tf_keras=tf_keras.__version__, tf_models_official=models_version,
         python=platform.python_version(), threads=threads, inter_op_threads=inter_op_threads,
-        cpu_count=os.cpu_count(),
+        cpu_count=os.cpu_count(), onednn=_onednn_enabled(),
     )
+
+
+def _onednn_enabled() -> Optional[bool]:
+    from tapas_tf.training.xla_choice import onednn_enabled
+
+    return onednn_enabled()
 
 
 def emit(record: dict, json_out: Optional[str]) -> None:

@@ -4,8 +4,9 @@
     choice.use_xla, choice.reason            # True, "measured: XLA 0.21 s, plain 0.30 s per step"
 
 Which path is faster depends on the machine, not only on the device type: on a 2-core AMD EPYC
-without AVX-512 XLA trained TAPAS 1.45x faster than TensorFlow's own kernels, and with AVX-512 the
-two were within about 10% of each other, in either order (DESIGN.md, docs/RESULTS.md). So a long run
+without AVX-512, with oneDNN off (TensorFlow's default there), XLA trained TAPAS 1.5x faster than
+TensorFlow's own kernels; with oneDNN on (`import tapas_tf` turns it on) or with AVX-512 the two
+were within about 10% of each other, in either order (docs/RESULTS.md). So a long run
 (`train_steps >= MIN_STEPS_TO_MEASURE`) on one CPU device times both: the forward and backward
 pass (no optimiser update, so the run's weights are untouched) on one batch at the longest
 length, after one untimed call each (XLA compiles there), `repeats` times, and keeps the faster
@@ -26,12 +27,25 @@ import tensorflow as tf
 MIN_STEPS_TO_MEASURE = 1000
 
 
+def onednn_enabled() -> Optional[bool]:
+    """Whether TensorFlow runs its oneDNN CPU kernels (None if this TensorFlow cannot say).
+
+    They decide the speed of the path without XLA as much as the CPU does: see tapas_tf/__init__.py.
+    """
+    try:
+        from tensorflow.python.util import _pywrap_util_port  # No public API tells.
+    except ImportError:
+        return None
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 @dataclasses.dataclass(frozen=True)
 class XlaChoice:
     use_xla: bool
     reason: str
     seconds_plain: Optional[float] = None  # Median seconds per step, when measured.
     seconds_xla: Optional[float] = None
+    onednn: Optional[bool] = dataclasses.field(default_factory=onednn_enabled)
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -69,7 +83,8 @@ def choose_xla(compute: Callable, batch: Dict[str, tf.Tensor], repeats: int = 3)
         return XlaChoice(False, f"XLA failed to compile the step ({type(e).__name__}); plain TensorFlow",
                          seconds_plain)
     use_xla = seconds_xla < seconds_plain
-    reason = (f"measured at start-up: {seconds_xla:.3f} s per step with XLA, {seconds_plain:.3f} s without; "
-              f"{'XLA' if use_xla else 'plain TensorFlow'}")
+    onednn = {True: ", oneDNN on", False: ", oneDNN off", None: ""}[onednn_enabled()]
+    reason = (f"measured at start-up: {seconds_xla:.3f} s per step with XLA, {seconds_plain:.3f} s without"
+              f"{onednn}; {'XLA' if use_xla else 'plain TensorFlow'}")
     logging.info("Training step: %s", reason)
     return XlaChoice(use_xla, reason, seconds_plain, seconds_xla)

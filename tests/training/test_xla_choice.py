@@ -2,13 +2,15 @@
 
 import json
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.training import distribution, trainer as training  # noqa: E402
-from tapas_tf.training.xla_choice import XlaChoice, choose_xla  # noqa: E402
+from tapas_tf.training.xla_choice import XlaChoice, choose_xla, onednn_enabled  # noqa: E402
 from tests.training.test_trainer import data, tiny_configs  # noqa: E402, F401 (data is a fixture)
 
 
@@ -44,6 +46,7 @@ def test_trainer_measures_long_runs_and_skips_short_ones(data, tmp_path, monkeyp
     short = str(tmp_path / "short")
     training.train(*tiny_configs(data, train_steps=2, use_xla=None), short, strategy)
     assert _choice(short) == {"use_xla": False, "seconds_plain": None, "seconds_xla": None,
+                              "onednn": onednn_enabled(),
                               "reason": "2 steps to run (< 1000): not worth measuring; plain TensorFlow"}
     saved = json.load(open(os.path.join(short, training.TRAIN_DIR, training.TRAIN_CONFIG_FILE)))
     assert saved["use_xla"] is False  # The config written is the one the run used.
@@ -58,3 +61,22 @@ def test_trainer_measures_long_runs_and_skips_short_ones(data, tmp_path, monkeyp
     flagged = str(tmp_path / "flagged")
     training.train(*tiny_configs(data, train_steps=2, use_xla=True), flagged, strategy)
     assert _choice(flagged)["reason"] == "--use_xla=true"
+
+
+def _onednn_in_fresh_process(**env) -> str:
+    script = ("import tapas_tf, tensorflow\n"
+              "from tapas_tf.training.xla_choice import onednn_enabled\n"
+              "print(onednn_enabled())")
+    environment = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**environment, "TF_CPP_MIN_LOG_LEVEL": "2", **env})
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
+def test_importing_tapas_tf_turns_onednn_on_unless_the_user_set_it():
+    # TensorFlow's own default is off on CPUs without AVX-512 VNNI/BF16 or AMX, and its Eigen
+    # kernels train TAPAS there 1.6-1.8x slower (docs/RESULTS.md).
+    assert _onednn_in_fresh_process() == "True"
+    assert _onednn_in_fresh_process(TF_ENABLE_ONEDNN_OPTS="0") == "False"
+    assert onednn_enabled() is (os.environ["TF_ENABLE_ONEDNN_OPTS"] == "1")
