@@ -68,6 +68,9 @@ flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the las
 flags.DEFINE_bool("use_gold_previous_answer", False,
                   "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
 flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
+flags.DEFINE_bool("fallback_to_best_cell", None,
+                  "A NONE answer with no cell above the threshold (0.5) selects its most probable cell "
+                  "instead of answering nothing. Default: the task's (on for WTQ, off otherwise).")
 
 # --- PRETRAIN: train, evaluate ---
 flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
@@ -156,6 +159,15 @@ def _max_seq_length(task: Task) -> int:
     from tapas_tf.tasks import PRESETS
 
     return FLAGS.max_seq_length or PRESETS[task].max_seq_length
+
+
+def _fallback_to_best_cell(task: Task) -> bool:
+    """--fallback_to_best_cell, else the task's preset (on for WTQ)."""
+    from tapas_tf.tasks import PRESETS
+
+    if FLAGS.fallback_to_best_cell is not None:
+        return FLAGS.fallback_to_best_cell
+    return PRESETS[task].fallback_to_best_cell
 
 
 def _conversion_config():
@@ -258,7 +270,8 @@ def _predict(task: Task, evaluate: bool) -> None:
                       checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
                       jit_compile=FLAGS.predict_jit_compile,
-                      evaluation="sqa" if task == Task.SQA else "denotation")
+                      evaluation="sqa" if task == Task.SQA else "denotation",
+                      fallback_to_best_cell=_fallback_to_best_cell(task))
 
 
 def predict(task: Task, pipeline_args: List[str]) -> None:

@@ -45,6 +45,10 @@ class TaskPreset:
     # With init_heads (transfer from a model fine-tuned on another task): the cell-selection head
     # starts fresh instead of being restored (the paper's WTQ setting).
     reset_cell_selection_weights: bool = False
+    # Prediction: a NONE answer with no cell above the threshold takes its most probable cell. On
+    # where every gold answer is non-empty (WTQ), so the rule can only turn a wrong answer right; off
+    # for SQA (Google's and Hugging Face's decoding) and WikiSQL (some SQL results are empty).
+    fallback_to_best_cell: bool = False
 
 
 _SQA_SPLITS = (
@@ -87,7 +91,8 @@ PRESETS = {
         train_batch_size=512, temperature=0.0352513, answer_loss_cutoff=0.664694,
         huber_loss_delta=0.121194, cell_selection_preference=0.207951, gradient_clipping=10.0,
         select_one_column=True, init_cell_selection_weights_to_zero=True,
-        num_aggregation_labels=4, use_answer_as_supervision=True, reset_cell_selection_weights=True),
+        num_aggregation_labels=4, use_answer_as_supervision=True, reset_cell_selection_weights=True,
+        fallback_to_best_cell=True),
     Task.PRETRAIN: TaskPreset(
         splits=(), train_steps=1_000_000, learning_rate=5e-5, warmup_ratio=0.01,
         train_batch_size=512, max_seq_length=128),

@@ -7,6 +7,9 @@ head, logits over the operators NONE, SUM, AVERAGE and COUNT. Decoding:
    tokens' probabilities.
 2. `decode_prediction`: the selected cells are those above a threshold; the
    operator is the argmax of the aggregation logits (NONE without that head).
+   Optionally, a NONE answer with no cell above the threshold takes its most
+   probable cell (`fallback_to_best_cell`), since an empty answer is never
+   right where every question has one (WikiTableQuestions).
 3. `execution.execute`: applies the operator to the selected cells of the
    table (the one executor of answers, shared by metrics and the ask API).
 
@@ -157,6 +160,7 @@ def decode_prediction(
     aggregation_logits: Optional[np.ndarray] = None,
     threshold: float = 0.5,
     table: Optional[interaction_pb2.Table] = None,
+    fallback_to_best_cell: bool = False,
 ) -> Prediction:
     """Decodes one example's model outputs into a `Prediction`.
 
@@ -170,6 +174,10 @@ def decode_prediction(
       threshold: a cell is selected when its probability is strictly greater.
       table: when given, the answer is executed on it (see `execute`);
         otherwise `Prediction.answer` is None.
+      fallback_to_best_cell: when the operator is NONE and no cell is above the
+        threshold, select the most probable cell (the first in (row, column)
+        order on a tie) instead of answering nothing. Other operators keep an
+        empty selection: COUNT of no cells is 0, which can be right.
 
     Returns:
       The prediction, coordinates sorted.
@@ -186,6 +194,8 @@ def decode_prediction(
             )
         aggregation = int(np.argmax(logits))
         aggregation_probabilities = tuple(_softmax(logits).tolist())
+    if fallback_to_best_cell and not coordinates and aggregation == NONE and cells:
+        coordinates = (max(cells, key=cells.get),)
     answer = None if table is None else execute(coordinates, aggregation, table)
     return Prediction(
         question_id=question_id,

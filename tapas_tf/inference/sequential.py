@@ -19,6 +19,7 @@ answer. Failures are logged and counted by reason.
 
 import collections
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -150,6 +151,7 @@ def predict_interactions(
     use_gold_previous_answer: bool = False,
     threshold: float = 0.5,
     show_progress: bool = True,
+    fallback_to_best_cell: bool = False,
 ) -> PredictionRun:
     """Answers every question of `interactions`, sequence by sequence in question order.
 
@@ -161,7 +163,10 @@ def predict_interactions(
         `prev_label_ids` instead of the cells the model selected.
       threshold: a cell is selected when its mean token probability is above it.
       show_progress: a tqdm bar over questions.
+      fallback_to_best_cell: a NONE answer with no cell above the threshold takes
+        its most probable cell (see `decoding.decode_prediction`).
     """
+    decode = functools.partial(decode_prediction, threshold=threshold, fallback_to_best_cell=fallback_to_best_cell)
     previous: List[Tuple[Coordinate, ...]] = [() for _ in interactions]
     predictions: Dict[Tuple[int, int], Prediction] = {}
     failures: Dict[str, ConversionError] = {}
@@ -186,11 +191,11 @@ def predict_interactions(
                     previous[index] = ()
                     progress.update(1)
                 if len(pending) == predictor.batch_size:
-                    _predict_batch(pending, interactions, step, predictor, threshold, predictions, previous)
+                    _predict_batch(pending, interactions, step, predictor, decode, predictions, previous)
                     progress.update(len(pending))
                     pending = []
             if pending:
-                _predict_batch(pending, interactions, step, predictor, threshold, predictions, previous)
+                _predict_batch(pending, interactions, step, predictor, decode, predictions, previous)
                 progress.update(len(pending))
     ordered = [predictions[index, step] for index, interaction in enumerate(interactions)
                for step in range(len(interaction.questions))]
@@ -202,7 +207,7 @@ def _predict_batch(
     interactions: Sequence[interaction_pb2.Interaction],
     step: int,
     predictor: BatchPredictor,
-    threshold: float,
+    decode: Callable[..., Prediction],
     predictions: Dict[Tuple[int, int], Prediction],
     previous: List[Tuple[Coordinate, ...]],
 ) -> None:
@@ -211,11 +216,10 @@ def _predict_batch(
     for (index, example), output in zip(pending, outputs):
         interaction = interactions[index]
         features = example.features
-        prediction = decode_prediction(
+        prediction = decode(
             interaction.questions[step].id, output["probabilities"], features["column_ids"],
             features["row_ids"], features["input_mask"],
-            aggregation_logits=output.get("aggregation_logits"), threshold=threshold,
-            table=interaction.table)
+            aggregation_logits=output.get("aggregation_logits"), table=interaction.table)
         predictions[index, step] = prediction
         previous[index] = prediction.coordinates
 
@@ -343,6 +347,7 @@ def predict_model_dir(
     jit_compile: bool = False,
     show_progress: bool = True,
     evaluation: str = "sqa",
+    fallback_to_best_cell: bool = False,
 ) -> PredictOutcome:
     """Predicts (and evaluates) a split with a model directory's checkpoint.
 
@@ -358,6 +363,7 @@ def predict_model_dir(
       evaluation: a key of EVALUATIONS: "sqa" (ALL, SEQ, Q1...), or "denotation" (WTQ, WikiSQL),
         which also writes `predictions/{name}_official.tsv` in the WikiTableQuestions
         evaluator's format (`prediction_files.write_official_tsv`).
+      fallback_to_best_cell: see `predict_interactions`.
     """
     if evaluation not in EVALUATIONS:
         raise ValueError(f"evaluation must be one of {sorted(EVALUATIONS)}, got {evaluation!r}")
@@ -379,7 +385,7 @@ def predict_model_dir(
     model_fn = compiled_model_fn(model, batch_size, conversion_config.max_seq_length, jit_compile)
     run = predict_interactions(interactions, converter, BatchPredictor(model_fn, batch_size),
                                use_gold_previous_answer=use_gold_previous_answer,
-                               show_progress=show_progress)
+                               show_progress=show_progress, fallback_to_best_cell=fallback_to_best_cell)
     outcome = PredictOutcome(checkpoint=checkpoint, step=step,
                              predictions_path=predictions_path(model_dir, split, use_gold_previous_answer),
                              run=run)

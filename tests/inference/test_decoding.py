@@ -132,6 +132,37 @@ def test_decode_aggregation_is_argmax_with_softmax_probabilities_and_executes():
     assert decoded.answer == 755.0
 
 
+def test_fallback_to_best_cell_answers_a_none_question_that_selects_nothing():
+    # At threshold 0.75 no cell is strictly above; (0,1) and (1,1) tie at 3/4 and the first in
+    # (row, column) order wins. Executed on the table: (0,1) is "10".
+    kwargs = dict(threshold=0.75, table=_table())
+    assert prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK, **kwargs).answer == ()
+    decoded = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK,
+                                           fallback_to_best_cell=True, **kwargs)
+    assert (decoded.coordinates, decoded.aggregation, decoded.answer) == (((0, 1),), NONE, ("10",))
+    # With an aggregation head that chose NONE: the same.
+    none_logits = np.array([3.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    decoded = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK, none_logits,
+                                           fallback_to_best_cell=True, **kwargs)
+    assert decoded.coordinates == ((0, 1),)
+
+
+def test_fallback_to_best_cell_leaves_other_operators_and_real_selections_alone():
+    # COUNT of nothing is 0, a possible answer: the empty selection stays.
+    count_logits = np.array([0.0, 0.0, 0.0, 3.0], dtype=np.float32)
+    counted = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK, count_logits,
+                                           threshold=0.75, table=_table(), fallback_to_best_cell=True)
+    assert (counted.coordinates, counted.aggregation, counted.answer) == ((), COUNT, 0.0)
+    # A selection above the threshold is not changed.
+    selected = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK,
+                                            fallback_to_best_cell=True)
+    assert selected.coordinates == ((0, 1), (1, 1))
+    # No body cell encoded at all: still nothing.
+    no_body = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, np.zeros_like(ROW_IDS), INPUT_MASK,
+                                           fallback_to_best_cell=True)
+    assert no_body.coordinates == ()
+
+
 def test_decode_rejects_bad_aggregation_logits():
     with pytest.raises(ValueError, match="aggregation_logits"):
         prediction.decode_prediction(

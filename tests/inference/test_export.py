@@ -28,9 +28,8 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from tapas_tf.features.example_features import to_tf_example  # noqa: E402
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, to_tf_example  # noqa: E402
 from tapas_tf.inference import decoding, export  # noqa: E402
-from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
 from tests.inference.test_sequential import save_model_dir, tiny_config  # noqa: E402

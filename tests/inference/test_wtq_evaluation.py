@@ -58,3 +58,7 @@ def test_wtq_create_data_train_and_predict_and_evaluate(tmp_path):
     official = (model / "predictions" / "dev_official.tsv").read_text(encoding="utf-8").splitlines()
     assert [line.split("\t")[0] for line in official] == ["nt-5", "nt-6"]
     assert "dev metrics at step 4: denotation_accuracy=" in result.stderr
+    # WTQ predicts with the fallback to the best cell by default; the flag turns it off.
+    plain = _run_task("--mode=predict", f"--output_dir={out}", f"--model_dir={model}", "--nofallback_to_best_cell",
+                      *common, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
