@@ -24,6 +24,8 @@ flags.DEFINE_string("html", None, "Also write the answers and the table as a sel
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
                   "related to the question (else refuse it).")
 flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
+flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above the threshold selects "
+                  "its most probable cell instead of answering nothing.")
 flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with answers are always shown).")
 flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on CPUs "
@@ -41,7 +43,8 @@ def main(argv: List[str]) -> None:
     console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
     try:
         qa = TableQA.from_model_dir(FLAGS.model_dir, vocab_file=FLAGS.vocab_file, prune=FLAGS.prune,
-                                    threshold=FLAGS.threshold, precision=FLAGS.precision)
+                                    threshold=FLAGS.threshold, precision=FLAGS.precision,
+                                    fallback_to_best_cell=FLAGS.fallback_to_best_cell)
         chat = qa.conversation(FLAGS.table)
         question = " ".join(argv[1:]).strip()
         if question:

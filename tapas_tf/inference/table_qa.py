@@ -60,6 +60,8 @@ class TableQA:
       model: a TapasForQuestionAnswering with weights.
       encoder: the matching `TableEncoder` (conversion limits, vocabulary, pruning).
       threshold: a cell is selected when its probability is above it.
+      fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
+        probable cell instead of answering nothing (off: Google's and Hugging Face's decoding).
       jit_compile: compile each bucket's function with XLA (pays at short buckets; compiling
         costs a few seconds per bucket on first use).
       precision: "float32", or "bfloat16" to run the matrix products in bfloat16 (TensorFlow's
@@ -70,12 +72,13 @@ class TableQA:
     """
 
     def __init__(self, model, encoder: TableEncoder, threshold: float = 0.5, jit_compile: bool = False,
-                 precision: str = "float32"):
+                 precision: str = "float32", fallback_to_best_cell: bool = False):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.model = model
         self.encoder = encoder
         self.threshold = threshold
+        self.fallback_to_best_cell = fallback_to_best_cell
         self.jit_compile = jit_compile
         self.precision = precision
         self._functions: Dict[int, Callable] = {}
@@ -144,7 +147,8 @@ class TableQA:
                 for row, index in enumerate(chunk):
                     logits = outputs.get("aggregation_logits")
                     results[index] = decode_answer(encoded[index], outputs["probabilities"][row],
-                                                   None if logits is None else logits[row], self.threshold)
+                                                   None if logits is None else logits[row], self.threshold,
+                                                   self.fallback_to_best_cell)
         return results
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:

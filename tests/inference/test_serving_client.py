@@ -125,6 +125,14 @@ def test_served_answers_equal_table_qa(served):
     assert len(request["inputs"]["input_ids"][0]) == first.sequence_length  # The ask API's bucket.
 
 
+def test_served_fallback_to_best_cell_equals_table_qa(served, trained):
+    options = dict(threshold=1.0, fallback_to_best_cell=True)  # No cell passes: the best one is taken.
+    client = ServingClient.from_export(URL, served["export_dir"], transport=served["transport"], **options)
+    local = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], **options)
+    result, expected = client.answer(FRAME, "which city?"), local.answer(FRAME, "which city?")
+    assert len(result.coordinates) == 1 and result.coordinates == expected.coordinates
+
+
 def test_answer_many_is_one_request(served):
     calls = []
     transport = in_process_transport(served["path"], calls)

@@ -234,6 +234,19 @@ def test_renderings_mark_the_selected_cells(trained_qa):
     assert '<td class="selected" title="p = ' in page and ">berlin</td>" in page
 
 
+def test_fallback_to_best_cell_answers_when_no_cell_passes_the_threshold(trained, trained_qa):
+    _, table = trained_qa
+    # No probability is above 1.0: the plain rule answers nothing.
+    strict = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], threshold=1.0)
+    assert strict.answer(table, "which city?").coordinates == ()
+    fallback = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], threshold=1.0,
+                                      fallback_to_best_cell=True)
+    result = fallback.answer(table, "which city?")
+    best = max(result.cell_probabilities, key=result.cell_probabilities.get)
+    assert result.coordinates == (best,) and best[1] == 0  # One city: the one the model is surest of.
+    assert result.answers == (ROWS[best[0]][0],)
+
+
 def _ask_cli(*args, stdin=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.run([sys.executable, "-m", "tapas_tf.ask", *args], input=stdin, capture_output=True,
@@ -262,6 +275,17 @@ def test_cli_conversation_on_stdin(trained, trained_qa, tmp_path):
     assert answers[1]["cells"][0]["row"] == 1 and answers[1]["cells"][0]["column_name"] == "city"
     html = page.read_text(encoding="utf-8")
     assert html.count('class="question"') == 1  # The page shows the conversation since :new.
+
+
+def test_cli_fallback_to_best_cell(trained, trained_qa):
+    _, table = trained_qa
+    common = (f"--model_dir={trained['model_dir']}", f"--table={table}", f"--vocab_file={trained['vocab']}",
+              "--json", "--threshold=1.0")
+    plain, fallback = _ask_cli(*common, "which city?"), _ask_cli(*common, "--fallback_to_best_cell", "which city?")
+    assert plain.returncode == fallback.returncode == 0, (plain.stderr[-2000:], fallback.stderr[-2000:])
+    assert json.loads(plain.stdout.splitlines()[0])["cells"] == []
+    cells = json.loads(fallback.stdout.splitlines()[0])["cells"]
+    assert len(cells) == 1 and cells[0]["column_name"] == "city"
 
 
 def test_cli_without_model_dir_answers_with_the_bundled_model():
