@@ -24,8 +24,7 @@ flags.DEFINE_string("html", None, "Also write the answers and the table as a sel
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
                   "related to the question (else refuse it).")
 flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
-flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above the threshold selects "
-                  "its most probable cell instead of answering nothing.")
+flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above it takes its best cell.")
 flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with answers are always shown).")
 flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on CPUs "
