@@ -27,8 +27,8 @@ WORK=${WORK:-/tmp/exp}
 DATASETS=${DATASETS:-../shared/datasets}
 PYTHON=${PYTHON:-.venv/bin/python}
 DATA="$WORK/wtq_data_drop"
-# 1,500 steps x 32 (48,000 examples, 5.2 epochs of the 9,153 training examples) take about 40
-# minutes on a 2-core CPU without AVX-512 (20 examples/s: WTQ tables are longer than SQA's).
+# 1,500 steps x 32 (48,000 examples, 5.2 epochs of the 9,153 training examples) take 22-28
+# minutes on a 2-core CPU without AVX-512 with oneDNN on (30-40 examples/s; 40 minutes before).
 TRAIN_STEPS=${TRAIN_STEPS:-1500}
 stage=${1:?usage: $0 data|train NAME|dev NAME [flags...]}
 shift
