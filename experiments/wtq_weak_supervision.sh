@@ -15,6 +15,7 @@
 #   experiments/wtq_weak_supervision.sh train pre --init_checkpoint=/tmp/exp/pt_main
 #   TRAIN_STEPS=3000 experiments/wtq_weak_supervision.sh train pre_3k --init_checkpoint=/tmp/exp/pt_main
 #   experiments/wtq_weak_supervision.sh train from_sqa --init_checkpoint=/tmp/exp/ft_scratch --init_heads
+#   experiments/wtq_weak_supervision.sh train from_sqa_pre --init_checkpoint=/tmp/exp/ft_pre --init_heads
 #   experiments/wtq_weak_supervision.sh train from_sqa_t1 --init_checkpoint=/tmp/exp/ft_scratch --init_heads \
 #     --noreset_cell_selection_weights --temperature=1.0
 # Dev is decoded with WTQ's default --fallback_to_best_cell; add --nofallback_to_best_cell to a
