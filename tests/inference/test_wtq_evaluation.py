@@ -5,8 +5,13 @@ import os
 import subprocess
 import sys
 
-from tapas_tf.inference.decoding import Prediction
-from tapas_tf.inference.prediction_files import escape_wtq, official_values, write_official_tsv
+from tapas_tf.inference.decoding import NONE, Prediction
+from tapas_tf.inference.prediction_files import (
+    escape_wtq,
+    official_values,
+    read_predictions_tsv,
+    write_official_tsv,
+)
 from tests.pipelines.test_create_task_data import _wtq_release
 from tests.vocab_fixture import vocab_tokens, write_test_vocab
 
@@ -58,7 +63,40 @@ def test_wtq_create_data_train_and_predict_and_evaluate(tmp_path):
     official = (model / "predictions" / "dev_official.tsv").read_text(encoding="utf-8").splitlines()
     assert [line.split("\t")[0] for line in official] == ["nt-5", "nt-6"]
     assert "dev metrics at step 4: denotation_accuracy=" in result.stderr
-    # WTQ predicts with the fallback to the best cell by default; the flag turns it off.
-    plain = _run_task("--mode=predict", f"--output_dir={out}", f"--model_dir={model}", "--nofallback_to_best_cell",
-                      *common, cwd=tmp_path)
-    assert plain.returncode == 0, plain.stderr[-3000:]
+
+
+def test_wtq_prediction_falls_back_to_the_best_cell_by_default(tmp_path):
+    """A model whose every cell is at sigmoid(-3) < 0.5: the plain rule answers nothing; WTQ's
+    default answers each question with one cell of the highest probability."""
+    model, interactions = _unsure_model_dir(tmp_path)
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    common = (f"--interactions_file={interactions}", f"--model_dir={model}", f"--vocab_file={vocab}",
+              "--max_seq_length=48", "--predict_split=dev")
+    runs = {}
+    for name, flags in (("default", ()), ("plain", ("--nofallback_to_best_cell",))):
+        result = _run_task("--mode=predict", *common, *flags, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = read_predictions_tsv(str(tmp_path / "model" / "predictions" / "dev.tsv"))
+    assert [(p.aggregation, p.coordinates) for p in runs["plain"]] == [(NONE, ())] * 2
+    for prediction in runs["default"]:
+        (cell,) = prediction.coordinates
+        assert prediction.cell_probabilities[cell] == max(prediction.cell_probabilities.values()) < 0.5
+
+
+def _unsure_model_dir(tmp_path):
+    """A tiny QA model (no aggregation head: every answer is NONE) with the cell-selection weights at
+    zero and its bias at -3, saved as a model directory; and two questions to predict."""
+    from tapas_tf.data.interaction_io import write_interactions
+    from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
+    from tests.conversion_fixtures import make_interaction
+    from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config
+
+    config = tiny_config(init_cell_selection_weights_to_zero=True)
+    model = TapasForQuestionAnswering(config)
+    model(dummy_features(1, 8))
+    model.cell_selection_head.output_bias.assign(-3.0)
+    save_model_dir(tmp_path / "model", model, config)
+    interactions = str(tmp_path / "dev.tfrecord")
+    write_interactions(interactions, [make_interaction(HEADER, ROWS, [("which city?", [(0, 0)]),
+                                                                      ("what population?", [(2, 2)])])])
+    return str(tmp_path / "model"), interactions
