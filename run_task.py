@@ -71,6 +71,10 @@ flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function
 flags.DEFINE_bool("fallback_to_best_cell", None,
                   "A NONE answer with no cell above the threshold (0.5) selects its most probable cell "
                   "instead of answering nothing. Default: the task's (on for WTQ, off otherwise).")
+flags.DEFINE_bool("expected_count", None,
+                  "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
+                  "expected count the answer loss trains), instead of the cells above the threshold. "
+                  "Default: the task's (on for WTQ, off otherwise).")
 
 # --- PRETRAIN: train, evaluate ---
 flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
@@ -161,13 +165,12 @@ def _max_seq_length(task: Task) -> int:
     return FLAGS.max_seq_length or PRESETS[task].max_seq_length
 
 
-def _fallback_to_best_cell(task: Task) -> bool:
-    """--fallback_to_best_cell, else the task's preset (on for WTQ)."""
+def _decoding_flag(task: Task, name: str) -> bool:
+    """A decoding flag (--fallback_to_best_cell, --expected_count), else the task's preset."""
     from tapas_tf.tasks import PRESETS
 
-    if FLAGS.fallback_to_best_cell is not None:
-        return FLAGS.fallback_to_best_cell
-    return PRESETS[task].fallback_to_best_cell
+    value = getattr(FLAGS, name)
+    return getattr(PRESETS[task], name) if value is None else value
 
 
 def _conversion_config():
@@ -271,7 +274,8 @@ def _predict(task: Task, evaluate: bool) -> None:
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
                       jit_compile=FLAGS.predict_jit_compile,
                       evaluation="sqa" if task == Task.SQA else "denotation",
-                      fallback_to_best_cell=_fallback_to_best_cell(task))
+                      fallback_to_best_cell=_decoding_flag(task, "fallback_to_best_cell"),
+                      expected_count=_decoding_flag(task, "expected_count"))
 
 
 def predict(task: Task, pipeline_args: List[str]) -> None:

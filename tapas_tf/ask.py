@@ -7,7 +7,8 @@
 
 Prints the answer (with the executed value of SUM, AVERAGE or COUNT) and the table with the
 selected cells as *text*. In a conversation each question sees the previous answer; `:new`
-starts over, `:quit` or the end of input stops.
+starts over, `:quit` or the end of input stops. The model and decoding flags are
+`tapas_tf.model_flags`'s.
 """
 
 import os
@@ -16,17 +17,14 @@ from typing import List
 
 from absl import app, flags
 
+from tapas_tf import model_flags
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported); "
-                    "default the bundled tiny SQA model.")
 flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
 flags.DEFINE_string("html", None, "Also write the answers and the table as a self-contained HTML page.")
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
                   "related to the question (else refuse it).")
-flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
-flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above it takes its best cell.")
 flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with answers are always shown).")
-flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on CPUs "
                   "with AVX512_BF16 or AMX; probabilities move by about 1e-2.")
 flags.DEFINE_bool("json", False, "Print each answer as one JSON line instead of the marked table.")
@@ -41,9 +39,7 @@ def main(argv: List[str]) -> None:
 
     console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
     try:
-        qa = TableQA.from_model_dir(FLAGS.model_dir, vocab_file=FLAGS.vocab_file, prune=FLAGS.prune,
-                                    threshold=FLAGS.threshold, precision=FLAGS.precision,
-                                    fallback_to_best_cell=FLAGS.fallback_to_best_cell)
+        qa = TableQA.from_model_dir(prune=FLAGS.prune, precision=FLAGS.precision, **model_flags.table_qa_options())
         chat = qa.conversation(FLAGS.table)
         question = " ".join(argv[1:]).strip()
         if question:

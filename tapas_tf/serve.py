@@ -11,16 +11,9 @@ from typing import List
 
 from absl import app, flags
 
+from tapas_tf import model_flags
+
 FLAGS = flags.FLAGS
-# allow_override: tapas_tf.ask defines --model_dir, --vocab_file, --threshold and --fallback_to_best_cell too, with the same
-# meaning and defaults; a process that imports both modules (the layout test) keeps one of each.
-_SHARED = dict(allow_override=True)
-flags.DEFINE_string("model_dir", None, "A tapas-tf model directory; default the bundled tiny SQA model.", **_SHARED)
-flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.",
-                    **_SHARED)
-flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.", **_SHARED)
-flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above the threshold selects "
-                  "its most probable cell instead of answering nothing.", **_SHARED)
 flags.DEFINE_string("host", "127.0.0.1", "Address to listen on. The default is reachable from this machine "
                     "only; the page has no login, so expose it (0.0.0.0) only on a trusted network.")
 flags.DEFINE_integer("port", 8000, "Port to listen on.")
@@ -44,8 +37,7 @@ def main(argv: List[str]) -> None:
     try:
         limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20,
                                         max_table_rows=FLAGS.max_table_rows, max_sessions=FLAGS.max_sessions)
-        qa = TableQA.from_model_dir(FLAGS.model_dir, vocab_file=FLAGS.vocab_file, threshold=FLAGS.threshold,
-                                    fallback_to_best_cell=FLAGS.fallback_to_best_cell)
+        qa = TableQA.from_model_dir(**model_flags.table_qa_options())
         name = web_app.model_label(FLAGS.model_dir)
         web = web_app.create_app(qa, limits, name)
     except (FileNotFoundError, ValueError) as e:

@@ -49,6 +49,10 @@ class TaskPreset:
     # where every gold answer is non-empty (WTQ), so the rule can only turn a wrong answer right; off
     # for SQA (Google's and Hugging Face's decoding) and WikiSQL (some SQL results are empty).
     fallback_to_best_cell: bool = False
+    # Prediction: COUNT counts the k most probable cells, k the cells' summed probabilities (the
+    # expected count that the answer loss trains) rounded, instead of the cells above 0.5. On for
+    # WTQ, where COUNT is learned from answers only and the threshold often counts no cell.
+    expected_count: bool = False
 
 
 _SQA_SPLITS = (
@@ -92,7 +96,7 @@ PRESETS = {
         huber_loss_delta=0.121194, cell_selection_preference=0.207951, gradient_clipping=10.0,
         select_one_column=True, init_cell_selection_weights_to_zero=True,
         num_aggregation_labels=4, use_answer_as_supervision=True, reset_cell_selection_weights=True,
-        fallback_to_best_cell=True),
+        fallback_to_best_cell=True, expected_count=True),
     Task.PRETRAIN: TaskPreset(
         splits=(), train_steps=1_000_000, learning_rate=5e-5, warmup_ratio=0.01,
         train_batch_size=512, max_seq_length=128),

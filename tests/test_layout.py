@@ -38,7 +38,7 @@ ALLOWED = {
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference", "beam_jobs"}
 # Root modules beside __init__: the shared task presets and thin command lines.
-ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data", "ask", "serve"}
+ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data", "ask", "serve", "model_flags"}
 CLI_MAX_LINES = 60
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from tapas_tf.inference import execution
 from tapas_tf.inference.ask_encoding import EncodedQuestion
-from tapas_tf.inference.decoding import AGGREGATION_NAMES, decode_prediction
+from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule, decode_prediction
 
 Coordinate = Tuple[int, int]
 
@@ -117,24 +117,23 @@ def format_number(value: Optional[float]) -> str:
 
 
 def decode_answer(encoded: EncodedQuestion, probabilities: np.ndarray,
-                  aggregation_logits: Optional[np.ndarray] = None, threshold: float = 0.5,
-                  fallback_to_best_cell: bool = False) -> AskResult:
+                  aggregation_logits: Optional[np.ndarray] = None,
+                  rule: DecodingRule = DecodingRule()) -> AskResult:
     """The answer of one encoded question.
 
     Args:
       encoded: the question's features and the table the model saw.
       probabilities: <float32>[seq_len] token probabilities (seq_len >= the features' length).
       aggregation_logits: <float32>[num_agg], or None without an aggregation head.
-      threshold: a cell is selected when its mean token probability is above it.
-      fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
-        probable cell (see `decoding.decode_prediction`).
+      rule: the threshold and the optional rules of `decoding.decode_prediction`.
     """
     features = encoded.features
     length = len(features["input_ids"])
     table = encoded.pruned.table
     prediction = decode_prediction(
         "ask", np.asarray(probabilities)[:length], features["column_ids"], features["row_ids"],
-        features["input_mask"], aggregation_logits, threshold, table, fallback_to_best_cell)
+        features["input_mask"], aggregation_logits, rule.threshold, table, rule.fallback_to_best_cell,
+        rule.expected_count)
     operator = AGGREGATION_NAMES[prediction.aggregation]
     cells = tuple(_selected_cell(encoded, row, column, prediction.cell_probabilities[(row, column)])
                   for row, column in prediction.coordinates)

@@ -9,7 +9,11 @@ head, logits over the operators NONE, SUM, AVERAGE and COUNT. Decoding:
    operator is the argmax of the aggregation logits (NONE without that head).
    Optionally, a NONE answer with no cell above the threshold takes its most
    probable cell (`fallback_to_best_cell`), since an empty answer is never
-   right where every question has one (WikiTableQuestions).
+   right where every question has one (WikiTableQuestions). Optionally, COUNT
+   counts the k most probable cells, k the cells' probabilities summed and
+   rounded (`expected_count`): the expected count, which is what the answer
+   loss of weak supervision trains, where the 0.5 threshold often selects no
+   cell at all from an unsure model and answers 0.
 3. `execution.execute`: applies the operator to the selected cells of the
    table (the one executor of answers, shared by metrics and the ask API).
 
@@ -40,6 +44,24 @@ from tapas_tf.inference.execution import (  # noqa: F401 (re-exported: decoding'
     check_coordinate,
     execute,
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingRule:
+    """How the ask API turns probabilities into selected cells (see `decode_prediction`).
+
+    The defaults are Google's and Hugging Face's decoding: the cells above 0.5.
+
+    Attributes:
+      threshold: a cell is selected when its probability is strictly greater.
+      fallback_to_best_cell: a NONE answer with no cell above the threshold takes
+        its most probable cell.
+      expected_count: COUNT counts the k most probable cells, k the expected count.
+    """
+
+    threshold: float = 0.5
+    fallback_to_best_cell: bool = False
+    expected_count: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +183,7 @@ def decode_prediction(
     threshold: float = 0.5,
     table: Optional[interaction_pb2.Table] = None,
     fallback_to_best_cell: bool = False,
+    expected_count: bool = False,
 ) -> Prediction:
     """Decodes one example's model outputs into a `Prediction`.
 
@@ -178,6 +201,9 @@ def decode_prediction(
         threshold, select the most probable cell (the first in (row, column)
         order on a tie) instead of answering nothing. Other operators keep an
         empty selection: COUNT of no cells is 0, which can be right.
+      expected_count: when the operator is COUNT, select the k most probable
+        cells (`expected_count_cells`) instead of those above the threshold, so
+        that the executed COUNT is the model's expected count.
 
     Returns:
       The prediction, coordinates sorted.
@@ -196,6 +222,8 @@ def decode_prediction(
         aggregation_probabilities = tuple(_softmax(logits).tolist())
     if fallback_to_best_cell and not coordinates and aggregation == NONE and cells:
         coordinates = (max(cells, key=cells.get),)
+    if expected_count and aggregation == COUNT:
+        coordinates = expected_count_cells(cells)
     answer = None if table is None else execute(coordinates, aggregation, table)
     return Prediction(
         question_id=question_id,
@@ -205,6 +233,22 @@ def decode_prediction(
         cell_probabilities=cells,
         answer=answer,
     )
+
+
+def expected_count_cells(cells: Mapping[Coordinate, float]) -> tuple[Coordinate, ...]:
+    """The k most probable cells, k = the sum of all cell probabilities rounded half up.
+
+    Training from answers only regresses this sum (the expected count of
+    independently selected cells) onto the gold count, so it is the count the
+    model was taught to produce. Ties go to the first cell in (row, column)
+    order.
+
+    Args:
+      cells: `(row, column) -> probability`, as from `cell_probabilities`.
+    """
+    count = int(math.floor(math.fsum(cells.values()) + 0.5))
+    ranked = sorted(cells, key=lambda key: (-cells[key], key))
+    return tuple(ranked[:count])
 
 
 def coordinates_to_label_ids(

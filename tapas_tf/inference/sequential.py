@@ -152,6 +152,7 @@ def predict_interactions(
     threshold: float = 0.5,
     show_progress: bool = True,
     fallback_to_best_cell: bool = False,
+    expected_count: bool = False,
 ) -> PredictionRun:
     """Answers every question of `interactions`, sequence by sequence in question order.
 
@@ -165,8 +166,11 @@ def predict_interactions(
       show_progress: a tqdm bar over questions.
       fallback_to_best_cell: a NONE answer with no cell above the threshold takes
         its most probable cell (see `decoding.decode_prediction`).
+      expected_count: COUNT counts the k most probable cells, k the expected count
+        (see `decoding.expected_count_cells`).
     """
-    decode = functools.partial(decode_prediction, threshold=threshold, fallback_to_best_cell=fallback_to_best_cell)
+    decode = functools.partial(decode_prediction, threshold=threshold, fallback_to_best_cell=fallback_to_best_cell,
+                               expected_count=expected_count)
     previous: List[Tuple[Coordinate, ...]] = [() for _ in interactions]
     predictions: Dict[Tuple[int, int], Prediction] = {}
     failures: Dict[str, ConversionError] = {}
@@ -348,6 +352,7 @@ def predict_model_dir(
     show_progress: bool = True,
     evaluation: str = "sqa",
     fallback_to_best_cell: bool = False,
+    expected_count: bool = False,
 ) -> PredictOutcome:
     """Predicts (and evaluates) a split with a model directory's checkpoint.
 
@@ -363,7 +368,7 @@ def predict_model_dir(
       evaluation: a key of EVALUATIONS: "sqa" (ALL, SEQ, Q1...), or "denotation" (WTQ, WikiSQL),
         which also writes `predictions/{name}_official.tsv` in the WikiTableQuestions
         evaluator's format (`prediction_files.write_official_tsv`).
-      fallback_to_best_cell: see `predict_interactions`.
+      fallback_to_best_cell, expected_count: see `predict_interactions`.
     """
     if evaluation not in EVALUATIONS:
         raise ValueError(f"evaluation must be one of {sorted(EVALUATIONS)}, got {evaluation!r}")
@@ -385,7 +390,8 @@ def predict_model_dir(
     model_fn = compiled_model_fn(model, batch_size, conversion_config.max_seq_length, jit_compile)
     run = predict_interactions(interactions, converter, BatchPredictor(model_fn, batch_size),
                                use_gold_previous_answer=use_gold_previous_answer,
-                               show_progress=show_progress, fallback_to_best_cell=fallback_to_best_cell)
+                               show_progress=show_progress, fallback_to_best_cell=fallback_to_best_cell,
+                               expected_count=expected_count)
     outcome = PredictOutcome(checkpoint=checkpoint, step=step,
                              predictions_path=predictions_path(model_dir, split, use_gold_previous_answer),
                              run=run)

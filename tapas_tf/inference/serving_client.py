@@ -31,6 +31,7 @@ from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder
 from tapas_tf.inference.ask_results import AskResult, decode_answer
+from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.inference.tables import TableLike
 
 PREDICT_FEATURES = "predict_features"
@@ -185,17 +186,18 @@ class ServingClient:
       threshold: a cell is selected when its probability is above it.
       fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
         probable cell (as `TableQA`).
+      expected_count: COUNT counts the k most probable cells, k the expected count (as `TableQA`).
       timeout: seconds to wait for an answer.
       transport: sends a request; default `post_json` (tests pass a function that runs the
         SavedModel in process).
     """
 
     def __init__(self, url: str, encoder: TableEncoder, threshold: float = 0.5, timeout: float = 60.0,
-                 transport: Transport = post_json, fallback_to_best_cell: bool = False):
+                 transport: Transport = post_json, fallback_to_best_cell: bool = False,
+                 expected_count: bool = False):
         self.url = predict_url(url)
         self.encoder = encoder
-        self.threshold = threshold
-        self.fallback_to_best_cell = fallback_to_best_cell
+        self.rule = DecodingRule(threshold, fallback_to_best_cell, expected_count)
         self.timeout = timeout
         self.transport = transport
 
@@ -229,8 +231,7 @@ class ServingClient:
             if "aggregation_probabilities" in outputs:
                 with np.errstate(divide="ignore"):  # log(0) = -inf: a softmax weight of 0.
                     logits = np.log(outputs["aggregation_probabilities"][row])
-            results.append(decode_answer(item, outputs["probabilities"][row], logits, self.threshold,
-                                         self.fallback_to_best_cell))
+            results.append(decode_answer(item, outputs["probabilities"][row], logits, self.rule))
         return results
 
 
@@ -242,7 +243,7 @@ def ask_served(url: str, table: TableLike, question: str, export_dir: Optional[s
       url: the model's URL, e.g. "http://localhost:8501/v1/models/tapas".
       export_dir: the export (base or version directory) for its config and vocabulary; without
         it, the limits of released TAPAS models and BERT's uncased vocabulary.
-      options: ServingClient's (threshold, fallback_to_best_cell, timeout, transport).
+      options: ServingClient's (threshold, fallback_to_best_cell, expected_count, timeout, transport).
     """
     if export_dir is not None:
         client = ServingClient.from_export(url, export_dir, **options)

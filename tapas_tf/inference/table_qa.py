@@ -39,6 +39,7 @@ from tapas_tf.inference.ask_encoding import (  # noqa: E402
     TableEncoder,
 )
 from tapas_tf.inference.ask_results import AskResult, decode_answer  # noqa: E402
+from tapas_tf.inference.decoding import DecodingRule  # noqa: E402
 from tapas_tf.inference.tables import AskError, TableLike  # noqa: E402, F401 (AskError is public here)
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 
@@ -62,6 +63,9 @@ class TableQA:
       threshold: a cell is selected when its probability is above it.
       fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
         probable cell instead of answering nothing (off: Google's and Hugging Face's decoding).
+      expected_count: COUNT counts the k most probable cells, k the sum of the cell
+        probabilities rounded (for models trained from answers only, such as WTQ's; off:
+        Google's and Hugging Face's decoding). See `decoding.expected_count_cells`.
       jit_compile: compile each bucket's function with XLA (pays at short buckets; compiling
         costs a few seconds per bucket on first use).
       precision: "float32", or "bfloat16" to run the matrix products in bfloat16 (TensorFlow's
@@ -72,13 +76,13 @@ class TableQA:
     """
 
     def __init__(self, model, encoder: TableEncoder, threshold: float = 0.5, jit_compile: bool = False,
-                 precision: str = "float32", fallback_to_best_cell: bool = False):
+                 precision: str = "float32", fallback_to_best_cell: bool = False,
+                 expected_count: bool = False):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.model = model
         self.encoder = encoder
-        self.threshold = threshold
-        self.fallback_to_best_cell = fallback_to_best_cell
+        self.rule = DecodingRule(threshold, fallback_to_best_cell, expected_count)
         self.jit_compile = jit_compile
         self.precision = precision
         self._functions: Dict[int, Callable] = {}
@@ -147,8 +151,7 @@ class TableQA:
                 for row, index in enumerate(chunk):
                     logits = outputs.get("aggregation_logits")
                     results[index] = decode_answer(encoded[index], outputs["probabilities"][row],
-                                                   None if logits is None else logits[row], self.threshold,
-                                                   self.fallback_to_best_cell)
+                                                   None if logits is None else logits[row], self.rule)
         return results
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:

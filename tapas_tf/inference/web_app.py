@@ -174,7 +174,7 @@ async def _page(request: Request) -> Response:
 
 @_json_endpoint
 async def _info(request: Request, web: _WebState) -> Dict:
-    return {"model": web.model_name, "examples": example_tables(), "threshold": web.qa.threshold,
+    return {"model": web.model_name, "examples": example_tables(), "threshold": web.qa.rule.threshold,
             "limits": dataclasses.asdict(web.limits)}
 
 

@@ -163,6 +163,41 @@ def test_fallback_to_best_cell_leaves_other_operators_and_real_selections_alone(
     assert no_body.coordinates == ()
 
 
+def test_expected_count_counts_the_k_most_probable_cells():
+    # The cells sum to 1/4 + 3/4 + 1/2 + 3/4 = 9/4, which rounds to 2: the two 3/4 cells. At
+    # threshold 0.75 no cell is strictly above, so the thresholded COUNT is 0.
+    count_logits = np.array([0.0, 0.0, 0.0, 3.0], dtype=np.float32)
+    kwargs = dict(threshold=0.75, table=_table())
+    plain = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK, count_logits, **kwargs)
+    assert (plain.coordinates, plain.answer) == ((), 0.0)
+    expected = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK, count_logits,
+                                            expected_count=True, **kwargs)
+    assert (expected.coordinates, expected.aggregation, expected.answer) == (((0, 1), (1, 1)), COUNT, 2.0)
+    # At the default threshold the same two cells pass, and the two rules agree.
+    default = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK, count_logits,
+                                           expected_count=True, table=_table())
+    assert default.coordinates == ((0, 1), (1, 1))
+
+
+def test_expected_count_leaves_other_operators_alone():
+    for logits, operator in ((np.array([3.0, 0.0, 0.0, 0.0]), NONE), (np.array([0.0, 3.0, 0.0, 0.0]), SUM),
+                             (np.array([0.0, 0.0, 3.0, 0.0]), AVERAGE)):
+        decoded = prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK,
+                                               logits.astype(np.float32), threshold=0.75, expected_count=True)
+        assert (decoded.aggregation, decoded.coordinates) == (operator, ())
+
+
+def test_expected_count_cells_rounds_half_up_and_breaks_ties_in_cell_order():
+    # 0.5 * 3 + 1.0 = 2.5 rounds up to 3: the sure cell, then the first two of the tied ones.
+    cells = {(0, 0): 0.5, (1, 0): 0.5, (2, 0): 0.5, (3, 0): 1.0}
+    assert prediction.expected_count_cells(cells) == ((3, 0), (0, 0), (1, 0))
+    # 0.2 + 0.29 = 0.49 rounds to 0: no cell.
+    assert prediction.expected_count_cells({(0, 0): 0.2, (0, 1): 0.29}) == ()
+    assert prediction.expected_count_cells({}) == ()
+    # Many unsure cells add up: ten at 0.3 count 3.
+    assert len(prediction.expected_count_cells({(r, 0): 0.3 for r in range(10)})) == 3
+
+
 def test_decode_rejects_bad_aggregation_logits():
     with pytest.raises(ValueError, match="aggregation_logits"):
         prediction.decode_prediction(

@@ -1,11 +1,16 @@
 """WikiTableQuestions end to end: create_data, train, predict_and_evaluate, and the official format."""
 
 import json
+import math
 import os
 import subprocess
 import sys
 
-from tapas_tf.inference.decoding import NONE, Prediction
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+from tapas_tf.inference.decoding import COUNT, NONE, Prediction
 from tapas_tf.inference.prediction_files import (
     escape_wtq,
     official_values,
@@ -83,18 +88,59 @@ def test_wtq_prediction_falls_back_to_the_best_cell_by_default(tmp_path):
         assert prediction.cell_probabilities[cell] == max(prediction.cell_probabilities.values()) < 0.5
 
 
-def _unsure_model_dir(tmp_path):
-    """A tiny QA model (no aggregation head: every answer is NONE) with the cell-selection weights at
-    zero and its bias at -3, saved as a model directory; and two questions to predict."""
+def test_wtq_prediction_counts_the_expected_count_by_default(tmp_path):
+    """A model that always chooses COUNT and gives each cell of its column 0.45: the plain rule
+    counts no cell (0); WTQ's default counts round(3 x 0.45) = 1 cell, the first of the tie."""
+    model, interactions = _unsure_model_dir(tmp_path, cell_probability=0.45, operator=COUNT)
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    common = (f"--interactions_file={interactions}", f"--model_dir={model}", f"--vocab_file={vocab}",
+              "--max_seq_length=48", "--predict_split=dev")
+    runs = {}
+    for name, flags in (("default", ()), ("plain", ("--noexpected_count",))):
+        result = _run_task("--mode=predict", *common, *flags, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = read_predictions_tsv(str(tmp_path / "model" / "predictions" / "dev.tsv"))
+    assert [(p.aggregation, p.coordinates, p.answer) for p in runs["plain"]] == [(COUNT, (), 0.0)] * 2
+    for prediction in runs["default"]:
+        assert (prediction.aggregation, prediction.answer) == (COUNT, 1.0)
+        (cell,) = prediction.coordinates
+        column_cells = {c: p for c, p in prediction.cell_probabilities.items() if p > 0.01}
+        assert sorted(column_cells) == [(0, cell[1]), (1, cell[1]), (2, cell[1])] and cell[0] == 0
+        assert all(abs(p - 0.45) < 1e-5 for p in column_cells.values())
+
+
+def test_table_qa_expected_count_option(tmp_path):
+    from tapas_tf.inference.table_qa import TableQA
+    from tests.inference.test_sequential import HEADER, ROWS
+
+    model, _ = _unsure_model_dir(tmp_path, cell_probability=0.45, operator=COUNT)
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    table = pd.DataFrame(ROWS, columns=HEADER)
+    plain = TableQA.from_model_dir(model, vocab_file=vocab).answer(table, "how many cities?")
+    assert (plain.operator, plain.value, plain.cells) == ("COUNT", 0.0, ())
+    counted = TableQA.from_model_dir(model, vocab_file=vocab, expected_count=True).answer(table, "how many cities?")
+    assert (counted.operator, counted.value, len(counted.cells)) == ("COUNT", 1.0, 1)
+    assert counted.cells[0].row == 0 and counted.cells[0].probability == pytest.approx(0.45, abs=1e-5)
+
+
+def _unsure_model_dir(tmp_path, cell_probability: float = 1 / (1 + math.exp(3.0)), operator: int = NONE):
+    """A tiny QA model whose cell-selection weights are zero, so every cell of the column it picks
+    (the first, as the column logits tie) has `cell_probability` (default sigmoid(-3)), saved as a
+    model directory; and two questions to predict. With `operator` other than NONE, an aggregation
+    head whose weights are zero and whose bias makes it choose `operator`."""
     from tapas_tf.data.interaction_io import write_interactions
     from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
     from tests.conversion_fixtures import make_interaction
     from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config
 
-    config = tiny_config(init_cell_selection_weights_to_zero=True)
+    aggregation = {} if operator == NONE else dict(num_aggregation_labels=4)
+    config = tiny_config(init_cell_selection_weights_to_zero=True, **aggregation)
     model = TapasForQuestionAnswering(config)
     model(dummy_features(1, 8))
-    model.cell_selection_head.output_bias.assign(-3.0)
+    model.cell_selection_head.output_bias.assign(math.log(cell_probability / (1 - cell_probability)))
+    if operator != NONE:
+        model.aggregation_head.output_weights.assign(tf.zeros_like(model.aggregation_head.output_weights))
+        model.aggregation_head.output_bias.assign(tf.one_hot(operator, 4) * 5.0)
     save_model_dir(tmp_path / "model", model, config)
     interactions = str(tmp_path / "dev.tfrecord")
     write_interactions(interactions, [make_interaction(HEADER, ROWS, [("which city?", [(0, 0)]),

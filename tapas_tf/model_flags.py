@@ -1,0 +1,26 @@
+"""The flags that `tapas_tf.ask` and `tapas_tf.serve` share: which model, and how it decodes.
+
+Defined once here, so the two command lines cannot drift apart, and a process that imports
+both (the layout test) defines each flag once.
+"""
+
+from typing import Any, Dict
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported); "
+                    "default the bundled tiny SQA model.")
+flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
+flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
+flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above the threshold selects "
+                  "its most probable cell instead of answering nothing.")
+flags.DEFINE_bool("expected_count", False, "COUNT counts the k most probable cells, k the sum of the cell "
+                  "probabilities rounded, instead of the cells above the threshold (for models trained "
+                  "from answers only, such as WTQ's).")
+
+
+def table_qa_options() -> Dict[str, Any]:
+    """`TableQA.from_model_dir` keyword arguments from the flags (the model directory included)."""
+    return dict(model_dir=FLAGS.model_dir, vocab_file=FLAGS.vocab_file, threshold=FLAGS.threshold,
+                fallback_to_best_cell=FLAGS.fallback_to_best_cell, expected_count=FLAGS.expected_count)
