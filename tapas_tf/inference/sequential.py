@@ -405,6 +405,9 @@ def predict_model_dir(
     if evaluate:
         outcome.metrics = EVALUATIONS[evaluation](interactions, run)
         outcome.metrics["previous_answers"] = "gold" if use_gold_previous_answer else "predicted"
+        # The decoding rules change the score severalfold on WTQ, so the file says which were on.
+        outcome.metrics["decoding"] = {"fallback_to_best_cell": fallback_to_best_cell,
+                                       "expected_count": expected_count}
         outcome.metrics_path = metrics_path(model_dir, split, use_gold_previous_answer)
         metrics_lib.write_metrics_json(outcome.metrics_path, outcome.metrics)
         write_metric_summaries(os.path.join(model_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),

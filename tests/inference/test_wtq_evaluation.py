@@ -68,6 +68,7 @@ def test_wtq_create_data_train_and_predict_and_evaluate(tmp_path):
     official = (model / "predictions" / "dev_official.tsv").read_text(encoding="utf-8").splitlines()
     assert [line.split("\t")[0] for line in official] == ["nt-5", "nt-6"]
     assert "dev metrics at step 4: denotation_accuracy=" in result.stderr
+    assert metrics["decoding"] == {"fallback_to_best_cell": True, "expected_count": True}  # WTQ's defaults.
 
 
 def test_wtq_prediction_falls_back_to_the_best_cell_by_default(tmp_path):
