@@ -18,8 +18,10 @@
 #   experiments/wtq_weak_supervision.sh train from_sqa_pre --init_checkpoint=/tmp/exp/ft_pre --init_heads
 #   experiments/wtq_weak_supervision.sh train from_sqa_t1 --init_checkpoint=/tmp/exp/ft_scratch --init_heads \
 #     --noreset_cell_selection_weights --temperature=1.0
-# Dev is decoded with WTQ's default --fallback_to_best_cell; add --nofallback_to_best_cell to a
-# dev stage for the plain 0.5 threshold.
+#   experiments/wtq_weak_supervision.sh train pre_s2 --init_checkpoint=/tmp/exp/pt_main --seed=2
+#   TRAIN_STEPS=3000 experiments/wtq_weak_supervision.sh train pre_3k_s2 --init_checkpoint=/tmp/exp/pt_main --seed=2
+# Dev is decoded with WTQ's defaults, --fallback_to_best_cell and --expected_count; add
+# --nofallback_to_best_cell and --noexpected_count to a dev stage for the plain 0.5 threshold.
 # Flags after NAME override the schedule below, e.g. --temperature=1.0 or --learning_rate=1e-4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
