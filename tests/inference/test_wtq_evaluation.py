@@ -74,15 +74,7 @@ def test_wtq_create_data_train_and_predict_and_evaluate(tmp_path):
 def test_wtq_prediction_falls_back_to_the_best_cell_by_default(tmp_path):
     """A model whose every cell is at sigmoid(-3) < 0.5: the plain rule answers nothing; WTQ's
     default answers each question with one cell of the highest probability."""
-    model, interactions = _unsure_model_dir(tmp_path)
-    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
-    common = (f"--interactions_file={interactions}", f"--model_dir={model}", f"--vocab_file={vocab}",
-              "--max_seq_length=48", "--predict_split=dev")
-    runs = {}
-    for name, flags in (("default", ()), ("plain", ("--nofallback_to_best_cell",))):
-        result = _run_task("--mode=predict", *common, *flags, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr[-3000:]
-        runs[name] = read_predictions_tsv(str(tmp_path / "model" / "predictions" / "dev.tsv"))
+    runs = _predict_with_and_without(tmp_path, "--nofallback_to_best_cell")
     assert [(p.aggregation, p.coordinates) for p in runs["plain"]] == [(NONE, ())] * 2
     for prediction in runs["default"]:
         (cell,) = prediction.coordinates
@@ -92,15 +84,7 @@ def test_wtq_prediction_falls_back_to_the_best_cell_by_default(tmp_path):
 def test_wtq_prediction_counts_the_expected_count_by_default(tmp_path):
     """A model that always chooses COUNT and gives each cell of its column 0.45: the plain rule
     counts no cell (0); WTQ's default counts round(3 x 0.45) = 1 cell, the first of the tie."""
-    model, interactions = _unsure_model_dir(tmp_path, cell_probability=0.45, operator=COUNT)
-    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
-    common = (f"--interactions_file={interactions}", f"--model_dir={model}", f"--vocab_file={vocab}",
-              "--max_seq_length=48", "--predict_split=dev")
-    runs = {}
-    for name, flags in (("default", ()), ("plain", ("--noexpected_count",))):
-        result = _run_task("--mode=predict", *common, *flags, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr[-3000:]
-        runs[name] = read_predictions_tsv(str(tmp_path / "model" / "predictions" / "dev.tsv"))
+    runs = _predict_with_and_without(tmp_path, "--noexpected_count", cell_probability=0.45, operator=COUNT)
     assert [(p.aggregation, p.coordinates, p.answer) for p in runs["plain"]] == [(COUNT, (), 0.0)] * 2
     for prediction in runs["default"]:
         assert (prediction.aggregation, prediction.answer) == (COUNT, 1.0)
@@ -122,6 +106,21 @@ def test_table_qa_expected_count_option(tmp_path):
     counted = TableQA.from_model_dir(model, vocab_file=vocab, expected_count=True).answer(table, "how many cities?")
     assert (counted.operator, counted.value, len(counted.cells)) == ("COUNT", 1.0, 1)
     assert counted.cells[0].row == 0 and counted.cells[0].probability == pytest.approx(0.45, abs=1e-5)
+
+
+def _predict_with_and_without(tmp_path, plain_flag: str, **model_options):
+    """WTQ predictions of `_unsure_model_dir(tmp_path, **model_options)`'s two questions, with the
+    task's default decoding and with `plain_flag`: {"default": [...], "plain": [...]}."""
+    model, interactions = _unsure_model_dir(tmp_path, **model_options)
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    common = (f"--interactions_file={interactions}", f"--model_dir={model}", f"--vocab_file={vocab}",
+              "--max_seq_length=48", "--predict_split=dev")
+    runs = {}
+    for name, flags in (("default", ()), ("plain", (plain_flag,))):
+        result = _run_task("--mode=predict", *common, *flags, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = read_predictions_tsv(str(tmp_path / "model" / "predictions" / "dev.tsv"))
+    return runs
 
 
 def _unsure_model_dir(tmp_path, cell_probability: float = 1 / (1 + math.exp(3.0)), operator: int = NONE):
