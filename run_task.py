@@ -264,6 +264,7 @@ def _predict(task: Task, evaluate: bool) -> None:
         raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
                                 "--mode=train or pass the directory of one")
     ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    from tapas_tf.inference.decoding import DecodingRule
     from tapas_tf.inference.sequential import predict_model_dir
 
     # The layout create_data writes.
@@ -274,8 +275,8 @@ def _predict(task: Task, evaluate: bool) -> None:
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
                       jit_compile=FLAGS.predict_jit_compile,
                       evaluation="sqa" if task == Task.SQA else "denotation",
-                      fallback_to_best_cell=_decoding_flag(task, "fallback_to_best_cell"),
-                      expected_count=_decoding_flag(task, "expected_count"))
+                      rule=DecodingRule(fallback_to_best_cell=_decoding_flag(task, "fallback_to_best_cell"),
+                                        expected_count=_decoding_flag(task, "expected_count")))
 
 
 def predict(task: Task, pipeline_args: List[str]) -> None:

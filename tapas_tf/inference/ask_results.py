@@ -14,7 +14,7 @@ import numpy as np
 
 from tapas_tf.inference import execution
 from tapas_tf.inference.ask_encoding import EncodedQuestion
-from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule, decode_prediction
+from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule
 
 Coordinate = Tuple[int, int]
 
@@ -125,15 +125,13 @@ def decode_answer(encoded: EncodedQuestion, probabilities: np.ndarray,
       encoded: the question's features and the table the model saw.
       probabilities: <float32>[seq_len] token probabilities (seq_len >= the features' length).
       aggregation_logits: <float32>[num_agg], or None without an aggregation head.
-      rule: the threshold and the optional rules of `decoding.decode_prediction`.
+      rule: the threshold and the optional rules (`decoding.DecodingRule`).
     """
     features = encoded.features
     length = len(features["input_ids"])
     table = encoded.pruned.table
-    prediction = decode_prediction(
-        "ask", np.asarray(probabilities)[:length], features["column_ids"], features["row_ids"],
-        features["input_mask"], aggregation_logits, rule.threshold, table, rule.fallback_to_best_cell,
-        rule.expected_count)
+    prediction = rule.decode("ask", np.asarray(probabilities)[:length], features["column_ids"],
+                             features["row_ids"], features["input_mask"], aggregation_logits, table)
     operator = AGGREGATION_NAMES[prediction.aggregation]
     cells = tuple(_selected_cell(encoded, row, column, prediction.cell_probabilities[(row, column)])
                   for row, column in prediction.coordinates)

@@ -48,7 +48,7 @@ from tapas_tf.inference.execution import (  # noqa: F401 (re-exported: decoding'
 
 @dataclasses.dataclass(frozen=True)
 class DecodingRule:
-    """How the ask API turns probabilities into selected cells (see `decode_prediction`).
+    """How probabilities become selected cells, in prediction and in the ask API.
 
     The defaults are Google's and Hugging Face's decoding: the cells above 0.5.
 
@@ -62,6 +62,15 @@ class DecodingRule:
     threshold: float = 0.5
     fallback_to_best_cell: bool = False
     expected_count: bool = False
+
+    def decode(self, question_id: str, probabilities: np.ndarray, column_ids: np.ndarray, row_ids: np.ndarray,
+               input_mask: np.ndarray, aggregation_logits: Optional[np.ndarray] = None,
+               table: Optional[interaction_pb2.Table] = None) -> "Prediction":
+        """`decode_prediction` with this rule's threshold and options."""
+        return decode_prediction(question_id, probabilities, column_ids, row_ids, input_mask, aggregation_logits,
+                                 threshold=self.threshold, table=table,
+                                 fallback_to_best_cell=self.fallback_to_best_cell,
+                                 expected_count=self.expected_count)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,6 @@ answer. Failures are logged and counted by reason.
 
 import collections
 import dataclasses
-import functools
 import logging
 import os
 import re
@@ -38,7 +37,7 @@ from tapas_tf.features.classifier_examples import ConvertedExample, ExampleConve
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
 from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
-from tapas_tf.inference.decoding import NONE, Coordinate, Prediction, decode_prediction  # noqa: E402
+from tapas_tf.inference.decoding import NONE, Coordinate, DecodingRule, Prediction  # noqa: E402
 from tapas_tf.inference.prediction_files import write_official_tsv, write_predictions_tsv  # noqa: E402
 
 # Model outputs that decoding needs (aggregation_logits only with an aggregation head).
@@ -149,10 +148,8 @@ def predict_interactions(
     converter: ExampleConverter,
     predictor: BatchPredictor,
     use_gold_previous_answer: bool = False,
-    threshold: float = 0.5,
+    rule: DecodingRule = DecodingRule(),
     show_progress: bool = True,
-    fallback_to_best_cell: bool = False,
-    expected_count: bool = False,
 ) -> PredictionRun:
     """Answers every question of `interactions`, sequence by sequence in question order.
 
@@ -162,15 +159,11 @@ def predict_interactions(
       predictor: runs the model on batches.
       use_gold_previous_answer: mark the previous question's gold cells in
         `prev_label_ids` instead of the cells the model selected.
-      threshold: a cell is selected when its mean token probability is above it.
+      rule: the threshold (a cell is selected when its mean token probability is
+        above it) and the optional rules, e.g. the fallback to the best cell, which then
+        becomes the next question's previous answer too.
       show_progress: a tqdm bar over questions.
-      fallback_to_best_cell: a NONE answer with no cell above the threshold takes
-        its most probable cell (see `decoding.decode_prediction`).
-      expected_count: COUNT counts the k most probable cells, k the expected count
-        (see `decoding.expected_count_cells`).
     """
-    decode = functools.partial(decode_prediction, threshold=threshold, fallback_to_best_cell=fallback_to_best_cell,
-                               expected_count=expected_count)
     previous: List[Tuple[Coordinate, ...]] = [() for _ in interactions]
     predictions: Dict[Tuple[int, int], Prediction] = {}
     failures: Dict[str, ConversionError] = {}
@@ -195,11 +188,11 @@ def predict_interactions(
                     previous[index] = ()
                     progress.update(1)
                 if len(pending) == predictor.batch_size:
-                    _predict_batch(pending, interactions, step, predictor, decode, predictions, previous)
+                    _predict_batch(pending, interactions, step, predictor, rule, predictions, previous)
                     progress.update(len(pending))
                     pending = []
             if pending:
-                _predict_batch(pending, interactions, step, predictor, decode, predictions, previous)
+                _predict_batch(pending, interactions, step, predictor, rule, predictions, previous)
                 progress.update(len(pending))
     ordered = [predictions[index, step] for index, interaction in enumerate(interactions)
                for step in range(len(interaction.questions))]
@@ -211,7 +204,7 @@ def _predict_batch(
     interactions: Sequence[interaction_pb2.Interaction],
     step: int,
     predictor: BatchPredictor,
-    decode: Callable[..., Prediction],
+    rule: DecodingRule,
     predictions: Dict[Tuple[int, int], Prediction],
     previous: List[Tuple[Coordinate, ...]],
 ) -> None:
@@ -220,7 +213,7 @@ def _predict_batch(
     for (index, example), output in zip(pending, outputs):
         interaction = interactions[index]
         features = example.features
-        prediction = decode(
+        prediction = rule.decode(
             interaction.questions[step].id, output["probabilities"], features["column_ids"],
             features["row_ids"], features["input_mask"],
             aggregation_logits=output.get("aggregation_logits"), table=interaction.table)
@@ -351,8 +344,7 @@ def predict_model_dir(
     jit_compile: bool = False,
     show_progress: bool = True,
     evaluation: str = "sqa",
-    fallback_to_best_cell: bool = False,
-    expected_count: bool = False,
+    rule: DecodingRule = DecodingRule(),
 ) -> PredictOutcome:
     """Predicts (and evaluates) a split with a model directory's checkpoint.
 
@@ -368,7 +360,7 @@ def predict_model_dir(
       evaluation: a key of EVALUATIONS: "sqa" (ALL, SEQ, Q1...), or "denotation" (WTQ, WikiSQL),
         which also writes `predictions/{name}_official.tsv` in the WikiTableQuestions
         evaluator's format (`prediction_files.write_official_tsv`).
-      fallback_to_best_cell, expected_count: see `predict_interactions`.
+      rule: see `predict_interactions`.
     """
     if evaluation not in EVALUATIONS:
         raise ValueError(f"evaluation must be one of {sorted(EVALUATIONS)}, got {evaluation!r}")
@@ -390,8 +382,7 @@ def predict_model_dir(
     model_fn = compiled_model_fn(model, batch_size, conversion_config.max_seq_length, jit_compile)
     run = predict_interactions(interactions, converter, BatchPredictor(model_fn, batch_size),
                                use_gold_previous_answer=use_gold_previous_answer,
-                               show_progress=show_progress, fallback_to_best_cell=fallback_to_best_cell,
-                               expected_count=expected_count)
+                               rule=rule, show_progress=show_progress)
     outcome = PredictOutcome(checkpoint=checkpoint, step=step,
                              predictions_path=predictions_path(model_dir, split, use_gold_previous_answer),
                              run=run)
@@ -406,8 +397,8 @@ def predict_model_dir(
         outcome.metrics = EVALUATIONS[evaluation](interactions, run)
         outcome.metrics["previous_answers"] = "gold" if use_gold_previous_answer else "predicted"
         # The decoding rules change the score severalfold on WTQ, so the file says which were on.
-        outcome.metrics["decoding"] = {"fallback_to_best_cell": fallback_to_best_cell,
-                                       "expected_count": expected_count}
+        outcome.metrics["decoding"] = {"fallback_to_best_cell": rule.fallback_to_best_cell,
+                                       "expected_count": rule.expected_count}
         outcome.metrics_path = metrics_path(model_dir, split, use_gold_previous_answer)
         metrics_lib.write_metrics_json(outcome.metrics_path, outcome.metrics)
         write_metric_summaries(os.path.join(model_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),

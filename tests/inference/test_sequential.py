@@ -30,7 +30,7 @@ from tapas_tf.data.interaction_io import write_interactions  # noqa: E402
 from tapas_tf.data.sample_data import write_sample  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
 from tapas_tf.inference import sequential as predict  # noqa: E402
-from tapas_tf.inference.decoding import COUNT, NONE
+from tapas_tf.inference.decoding import COUNT, NONE, DecodingRule
 from tapas_tf.inference.prediction_files import read_predictions_tsv  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
@@ -305,7 +305,7 @@ def test_fallback_to_best_cell_answers_and_feeds_its_cell_forward(spied_converte
     assert {p.coordinates for p in plain.predictions} == {()}
     calls.clear()
     run = predict.predict_interactions(interactions, converter, predict.BatchPredictor(unsure, 2),
-                                       show_progress=False, fallback_to_best_cell=True)
+                                       rule=DecodingRule(fallback_to_best_cell=True), show_progress=False)
     # The most probable cell is the model's choice, and it is the next question's previous answer.
     assert [p.coordinates for p in run.predictions] == [((0, 0),), ((1, 0),), ((2, 0),), ((0, 0),), ((1, 0),),
                                                         ((0, 0),)]
