@@ -147,10 +147,11 @@ class TapasForMaskedLM(tf_keras.Model):
             initializer_range=config.initializer_range,
             layer_norm_eps=config.layer_norm_eps,
             name="mlm_head",
+            dtype="float32",  # The vocabulary softmax stays float32 under a mixed-precision policy.
         )
         self.nsp_head = None
         if use_next_sentence_prediction:
-            self.nsp_head = ClassificationHead(2, config.initializer_range, name="next_sentence")
+            self.nsp_head = ClassificationHead(2, config.initializer_range, name="next_sentence", dtype="float32")
 
         # === Config ===
         self.tapas_config = config
@@ -162,11 +163,12 @@ class TapasForMaskedLM(tf_keras.Model):
         encoded = self.encoder(features, training=training)
         outputs = {
             "mlm_logits": self.mlm_head(
-                encoded["sequence_output"], features["masked_lm_positions"], self.encoder.get_embedding_table()
+                tf.cast(encoded["sequence_output"], tf.float32), features["masked_lm_positions"],
+                self.encoder.get_embedding_table()
             )
         }
         if self.nsp_head is not None:
-            outputs["nsp_logits"] = self.nsp_head(encoded["pooled_output"])
+            outputs["nsp_logits"] = self.nsp_head(tf.cast(encoded["pooled_output"], tf.float32))
         if "masked_lm_ids" in features:
             outputs.update(self._loss_terms(features, outputs))
         return outputs

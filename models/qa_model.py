@@ -83,7 +83,10 @@ class TapasForQuestionAnswering(tf_keras.Model):
             raise ValueError(f"config must be a TapasConfig, got {type(config).__name__}.")
         # === Layers ===
         self.encoder = TapasEncoder.from_tapas_config(config, name="encoder")
-        self.sequence_dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob, name="sequence_dropout")
+        # The heads and the loss run in float32 under a mixed-precision policy too: segment means,
+        # the column softmax and the Huber loss lose too much in bfloat16, and they are cheap.
+        self.sequence_dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob, name="sequence_dropout",
+                                                        dtype="float32")
         self.cell_selection_head = CellSelectionHead(
             temperature=config.temperature,
             initializer_range=config.initializer_range,
@@ -91,16 +94,17 @@ class TapasForQuestionAnswering(tf_keras.Model):
             select_one_column=config.select_one_column,
             allow_empty_column_selection=config.allow_empty_column_selection,
             name="cell_selection",
+            dtype="float32",
         )
         self.aggregation_head = None
         if config.num_aggregation_labels > 0:
             self.aggregation_head = AggregationHead(
-                config.num_aggregation_labels, config.initializer_range, name="aggregation"
+                config.num_aggregation_labels, config.initializer_range, name="aggregation", dtype="float32"
             )
         self.classification_head = None
         if config.num_classification_labels > 0:
             self.classification_head = ClassificationHead(
-                config.num_classification_labels, config.initializer_range, name="classification"
+                config.num_classification_labels, config.initializer_range, name="classification", dtype="float32"
             )
 
         # === Config ===
@@ -109,8 +113,9 @@ class TapasForQuestionAnswering(tf_keras.Model):
     def call(self, features: Mapping[str, tf.Tensor], training=False) -> Dict[str, tf.Tensor]:
         config = self.tapas_config
         encoded = self.encoder(features, training=training)
-        sequence_output = self.sequence_dropout(encoded["sequence_output"], training=training)
-        pooled_output = encoded["pooled_output"]
+        # <float32>: the encoder computes in the policy's dtype (bfloat16 under mixed_bfloat16).
+        sequence_output = self.sequence_dropout(tf.cast(encoded["sequence_output"], tf.float32), training=training)
+        pooled_output = tf.cast(encoded["pooled_output"], tf.float32)
 
         _, col_index, cell_index = segmented.table_indices(features, config.max_num_rows, config.max_num_columns)
         input_mask = tf.cast(features["input_mask"], tf.float32)
