@@ -126,6 +126,9 @@ flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per step w
 flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm and bias).")
 flags.DEFINE_bool("use_xla", None, "Compile the training step with XLA; default: on with GPUs, and on a CPU "
                   "measured at start-up for runs of 1,000 steps or more (train/xla_choice.json).")
+flags.DEFINE_enum("precision", None, ["float32", "bfloat16"],
+                  "Training precision; default: bfloat16 on TPUs and on CPUs with avx512_bf16 or amx_bf16 "
+                  "(the encoder computes in bfloat16, variables stay float32), else float32.")
 flags.DEFINE_string("distribution_strategy", "one_device", "one_device|mirrored|multi_worker_mirrored|tpu.")
 flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
@@ -226,7 +229,7 @@ def train(task: Task, pipeline_args: List[str]) -> None:
         warmup_ratio=FLAGS.warmup_ratio, train_batch_size=FLAGS.train_batch_size,
         gradient_clipping=FLAGS.gradient_clipping, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         weight_decay=FLAGS.weight_decay,
-        use_xla=FLAGS.use_xla,
+        use_xla=FLAGS.use_xla, precision=FLAGS.precision,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
         init_checkpoint=FLAGS.init_checkpoint, init_heads=FLAGS.init_heads,

@@ -53,6 +53,9 @@ class TrainConfig:
         split into this many parts whose gradients are summed (same result, less memory).
       use_xla: compile the forward and backward pass with XLA (`jit_compile=True`); None
         chooses at start-up (`tapas_tf.training.xla_choice`).
+      precision: "float32" or "bfloat16" (Keras mixed_bfloat16: the encoder computes in bfloat16,
+        variables and heads stay float32); None chooses at start-up from the machine
+        (`tapas_tf.training.precision`).
       save_checkpoints_steps: checkpoint every this many steps (and at the last step).
       keep_checkpoint_max: checkpoints kept; older ones are deleted.
       log_steps: TensorBoard scalars and a log line every this many steps.
@@ -84,6 +87,7 @@ class TrainConfig:
     gradient_clipping: Optional[float] = None
     gradient_accumulation_steps: int = 1
     use_xla: Optional[bool] = None
+    precision: Optional[str] = None
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     log_steps: int = 100
@@ -112,6 +116,8 @@ class TrainConfig:
         object.__setattr__(self, "bucket_lengths", tuple(self.bucket_lengths))
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.bucket_lengths):
             raise ValueError(f"bucket_lengths must be ints >= 1, got {self.bucket_lengths!r}.")
+        if self.precision is not None and self.precision not in ("float32", "bfloat16"):
+            raise ValueError(f"precision must be float32, bfloat16 or None, got {self.precision!r}.")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}.")
         if not 0.0 <= self.warmup_ratio < 1.0:

@@ -42,7 +42,7 @@ from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tapas_tf.training import distribution, input_pipeline  # noqa: E402
+from tapas_tf.training import distribution, input_pipeline, precision  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
 from tapas_tf.training.progress import TrainProgress  # noqa: E402
 from tapas_tf.training.xla_choice import MIN_STEPS_TO_MEASURE, XlaChoice, choose_xla, default_use_xla  # noqa: E402
@@ -60,6 +60,7 @@ MASKED_LM_LOSS_TERMS = {"total_loss": "total_loss", "mlm_loss": "mlm_loss"}
 TRAIN_DIR = "train"
 TRAIN_CONFIG_FILE = "train_config.json"
 XLA_CHOICE_FILE = "xla_choice.json"
+PRECISION_FILE = "precision.json"
 # BERT's choice: no weight decay on LayerNorm scales and offsets or on biases (regexes on names).
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
@@ -289,7 +290,8 @@ def train(
     if train_config.seed is not None:
         tf_keras.utils.set_random_seed(train_config.seed)
 
-    with strategy.scope():
+    train_config = _resolve_precision(train_config, strategy, model_dir if chief else None)
+    with strategy.scope(), precision.policy_scope(train_config.precision):
         model = build_model(model_config, train_config)
         optimizer, schedule = build_optimizer(train_config)
         # Slots and the iteration counter exist before the step is traced (else tf.function traces
@@ -429,6 +431,20 @@ def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distri
         with tf.io.gfile.GFile(os.path.join(directory, XLA_CHOICE_FILE), "w") as f:
             f.write(json.dumps(choice.to_dict(), indent=2, sort_keys=True) + "\n")
     return dataclasses.replace(config, use_xla=choice.use_xla)
+
+
+def _resolve_precision(config: TrainConfig, strategy: tf.distribute.Strategy,
+                       model_dir: Optional[str]) -> TrainConfig:
+    """`config` with `precision` decided (see `tapas_tf.training.precision`), written to
+    MODEL_DIR/train/precision.json (when `model_dir` is given) and logged."""
+    choice = precision.choose_precision(config.precision, uses_tpu=distribution.uses_tpu(strategy))
+    precision.log_choice(choice)
+    if model_dir is not None:
+        directory = os.path.join(model_dir, TRAIN_DIR)
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(os.path.join(directory, PRECISION_FILE), "w") as f:
+            f.write(json.dumps(choice.to_dict(), indent=2, sort_keys=True) + "\n")
+    return dataclasses.replace(config, precision=choice.precision)
 
 
 def _write_train_config(model_dir: str, config: TrainConfig) -> None:

@@ -1,0 +1,103 @@
+"""Training data of one model for SQA and WTQ: both tasks' training examples in one shuffled file,
+with a held-out slice of WTQ training tables for choosing checkpoints (never dev).
+
+    python experiments/mix_tasks.py --sqa_data=SQA_OUT --wtq_data=WTQ_OUT --output_dir=MIX \
+        [--holdout_tables=60] [--seed=1]
+
+SQA_OUT and WTQ_OUT are `run_task.py --mode=create_data` output directories. SQA is a
+decomposition of WikiTableQuestions questions, so SQA's training set holds sequences made from
+WTQ dev questions (58 of its tables are WTQ dev tables): those are left out, and so are the
+held-out tables, so that neither WTQ dev nor the held-out slice is seen in training. Writes:
+
+    MIX/tf_examples/train.tfrecord          the mixture, shuffled (seeded)
+    MIX/interactions/holdout.tfrecord       WTQ training interactions of the held-out tables
+    MIX/mix_report.json                     what went where, by task, and why
+"""
+
+import argparse
+import collections
+import csv
+import json
+import os
+import random
+import re
+import sys
+
+import tensorflow as tf
+
+# Table ids: SQA writes "table_csv/203_149.csv", WTQ "csv/203-csv/149.csv"; both name table 203_149.
+_TABLE_KEY = re.compile(r"(\d+)[-_](?:csv/)?(\d+)\.csv$")
+
+
+def table_key(table_id: str) -> str:
+    match = _TABLE_KEY.search(table_id)
+    if not match:
+        raise ValueError(f"table id {table_id!r} is not a WikiTableQuestions table name")
+    return f"{match.group(1)}_{match.group(2)}"
+
+
+def wtq_dev_tables(dataset_dir: str) -> set:
+    with open(os.path.join(dataset_dir, "random-split-1-dev.tsv"), newline="") as f:
+        return {table_key(row["context"]) for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
+
+
+def _table_of(record: bytes) -> str:
+    example = tf.train.Example.FromString(record)
+    return table_key(example.features.feature["table_id"].bytes_list.value[0].decode())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sqa_data", required=True)
+    parser.add_argument("--wtq_data", required=True)
+    parser.add_argument("--wtq_dataset", default="../shared/datasets/wtq", help="The WTQ release (its dev split).")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--holdout_tables", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    rng = random.Random(args.seed)
+    dev = wtq_dev_tables(args.wtq_dataset)
+    wtq_records = [r.numpy() for r in tf.data.TFRecordDataset(os.path.join(args.wtq_data, "tf_examples/train.tfrecord"))]
+    wtq_tables = sorted({_table_of(r) for r in wtq_records})
+    holdout = set(rng.sample(wtq_tables, min(args.holdout_tables, len(wtq_tables))))
+
+    counts = collections.Counter()
+    kept = []
+    for task, path in (("WTQ", args.wtq_data), ("SQA", args.sqa_data)):
+        records = wtq_records if task == "WTQ" else tf.data.TFRecordDataset(os.path.join(path, "tf_examples/train.tfrecord"))
+        for record in records:
+            record = record if isinstance(record, bytes) else record.numpy()
+            table = _table_of(record)
+            if table in dev:
+                counts[f"{task}_skipped_wtq_dev_table"] += 1
+            elif table in holdout:
+                counts[f"{task}_skipped_holdout_table"] += 1
+            else:
+                counts[f"{task}_kept"] += 1
+                kept.append(record)
+    rng.shuffle(kept)
+    os.makedirs(os.path.join(args.output_dir, "tf_examples"), exist_ok=True)
+    os.makedirs(os.path.join(args.output_dir, "interactions"), exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(args.output_dir, "tf_examples/train.tfrecord")) as writer:
+        for record in kept:
+            writer.write(record)
+
+    # Interactions of the held-out questions, for run_task.py --mode=predict --interactions_file.
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from tapas_tf.data import interaction_io  # pylint: disable=import-outside-toplevel
+    with tf.io.TFRecordWriter(os.path.join(args.output_dir, "interactions/holdout.tfrecord")) as writer:
+        for interaction in interaction_io.read_interactions(os.path.join(args.wtq_data, "interactions/train.tfrecord")):
+            if table_key(interaction.table.table_id) in holdout:
+                counts["holdout_interactions"] += 1
+                writer.write(interaction.SerializeToString())
+    report = {"counts": dict(sorted(counts.items())), "examples_written": len(kept),
+              "holdout_tables": sorted(holdout), "seed": args.seed}
+    with open(os.path.join(args.output_dir, "mix_report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps(report["counts"]), f"-> {args.output_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
