@@ -75,8 +75,10 @@ class MaskedLMHead(tf_keras.layers.Layer):
             activation=self.activation,
             kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=self.initializer_range),
             name="transform",
+            dtype=self.dtype_policy,  # Sublayers do not inherit the head's policy (float32).
         )
-        self.layer_norm = tf_keras.layers.LayerNormalization(axis=-1, epsilon=self.layer_norm_eps, name="LayerNorm")
+        self.layer_norm = tf_keras.layers.LayerNormalization(axis=-1, epsilon=self.layer_norm_eps, name="LayerNorm",
+                                                             dtype=self.dtype_policy)
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
         super().build(input_shape)
 
@@ -84,6 +86,9 @@ class MaskedLMHead(tf_keras.layers.Layer):
         # <float32>[batch, num_predictions, hidden]
         masked_output = tf.gather(sequence_output, tf.cast(masked_positions, tf.int32), batch_dims=1)
         transformed = self.layer_norm(self.dense(masked_output))
+        # The tied table is the encoder's variable: under a mixed policy the encoder reads it in
+        # bfloat16, and this head computes in float32.
+        embedding_table = tf.cast(embedding_table, transformed.dtype)
         return tf.einsum("bph,vh->bpv", transformed, embedding_table) + self.output_bias
 
     def weight_map(self, prefix: str = "cls/predictions") -> Dict[str, tf.Variable]:
