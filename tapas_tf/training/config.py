@@ -60,7 +60,8 @@ class TrainConfig:
       keep_checkpoint_max: checkpoints kept; older ones are deleted.
       log_steps: TensorBoard scalars and a log line every this many steps.
       shuffle_buffer: examples in the shuffle buffer; <= 1 reads in file order.
-      seed: seeds the initialisation, dropout and the shuffle; None for a random run.
+      seed: seeds the initialisation, dropout and the shuffle; None for a random run. With a seed
+        the data order is fixed, and a resumed run reads the batches the uninterrupted run would.
       init_checkpoint: tapas-tf model directory or checkpoint prefix to initialise the encoder
         from when model_dir has no checkpoint yet.
       init_heads: also restore the heads that `init_checkpoint` has (transfer from a model

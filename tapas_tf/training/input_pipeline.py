@@ -27,6 +27,13 @@ not what max_seq_length does:
 Only padding is cut, and the model masks padding, so each example's loss is unchanged. Per-example
 and masked_lm_* features keep their shapes (masked positions point at real tokens, so they stay
 below the bucket's length).
+
+With a `seed` (or no shuffling) a training dataset is the same sequence of batches each time it is
+made: the shuffle is seeded and reshuffles every epoch in a seeded order, and reading, parsing and
+bucketing keep their input's order. `skip_batches` then resumes that sequence where a run stopped
+(the trainer skips the batches of the steps a resumed run already took):
+
+    dataset = make_dataset(..., training=True, seed=1, skip_batches=1000)  # Batches 1001, 1002, ...
 """
 
 import os
@@ -217,6 +224,7 @@ def make_dataset(
     input_context: Optional[tf.distribute.InputContext] = None,
     max_predictions_per_seq: Optional[int] = None,
     bucket_lengths: Sequence[int] = (),
+    skip_batches: int = 0,
 ) -> tf.data.Dataset:
     """Batches of parsed classifier (or masked-LM) examples.
 
@@ -228,7 +236,10 @@ def make_dataset(
       training: shuffle, repeat forever and drop the last partial batch; otherwise one pass in
         file order, the last batch possibly smaller.
       shuffle_buffer: examples in the shuffle buffer; <= 1 disables shuffling.
-      seed: shuffle seed, for a reproducible order.
+      seed: shuffle seed. With a seed the dataset is the same sequence of batches every time it is
+        made (each epoch reshuffled, the reshuffles seeded too), given the same TensorFlow global
+        seed (`tf.random.set_seed`; `trainer.train` sets it to the same seed). None: a random
+        order each time (unless shuffle_buffer <= 1: file order).
       input_context: from `distribute_datasets_from_function`; with several input pipelines (one
         per worker) each reads its own shard of the files, or of the records if there are fewer
         files than pipelines.
@@ -239,25 +250,39 @@ def make_dataset(
         sequence dimension is then None in the element spec. Every batch is full: an example waits
         in its bucket until batch_size examples are there (the data repeat, so none is lost).
         Empty, or no bucket below max_seq_length: every batch has max_seq_length tokens.
+      skip_batches: leave out the first this many batches (the batches as they come out, after
+        bucketing), e.g. those a resumed run has already trained on. They are still read (and,
+        with length buckets, parsed): skipping costs a pass over them.
 
     Returns:
       A dataset of feature dicts as `parse_batch` returns them.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    if skip_batches < 0:
+        raise ValueError(f"skip_batches must be >= 0, got {skip_batches}.")
     files = check_examples(file_pattern, max_seq_length, max_predictions_per_seq)
     dataset = _records(files, input_context)
     if training:
         if shuffle_buffer > 1:
+            # Each pass of `repeat` reshuffles. With a seed, the passes' shuffle seeds come from a
+            # generator seeded by it, started afresh in each dataset made: every dataset of the
+            # same seed reads the same passes.
             dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=training)
+    buckets = effective_buckets(bucket_lengths, max_seq_length)
+    bucketed = training and len(buckets) > 1
+    if skip_batches and not bucketed:
+        dataset = dataset.skip(skip_batches)  # Before parsing: the skipped batches are only read.
+    # Order-preserving from here on (deterministic maps; group_by_window is sequential).
     dataset = dataset.map(
         lambda serialized: parse_batch(serialized, max_seq_length, max_predictions_per_seq),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    buckets = effective_buckets(bucket_lengths, max_seq_length)
-    if training and len(buckets) > 1:
+    if bucketed:
         dataset = _bucket_by_length(dataset.unbatch(), buckets, batch_size)
+        if skip_batches:
+            dataset = dataset.skip(skip_batches)  # Bucketed batches: what a training step reads.
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -16,6 +16,11 @@ all-reduce and the optimiser update run outside XLA. The model directory follows
 `tapas_tf.checkpoints.model_dir`: tapas_config.json (written before training), checkpoints/ (model,
 optimizer and step; the newest is restored on start), and train/ for TensorBoard.
 
+A run resumed from a checkpoint continues as if it had never stopped: the learning-rate schedule
+reads the restored optimizer.iterations, and with a seed (or no shuffling) the data order is the
+same sequence of batches in every run, in which a run resumed at step k first skips the batches of
+steps 1..k (see `_distributed_dataset`). Without a seed a resumed run reads a new random order.
+
 The model follows the data (`build_model`): a TrainConfig with max_predictions_per_seq reads
 masked-LM examples and trains TapasForMaskedLM on its own loss (model_kind.json says "masked_lm");
 otherwise classifier examples train TapasForQuestionAnswering.
@@ -457,18 +462,37 @@ def _write_train_config(model_dir: str, config: TrainConfig) -> None:
 
 def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, replica_batch: int,
                          start_step: int):
-    """Each input pipeline (worker) reads batches of `replica_batch` examples for its replicas."""
-    # A resumed run shuffles afresh rather than replaying the first batches of the run it resumes.
-    seed = None if config.seed is None else config.seed + start_step
+    """Each input pipeline (worker) reads batches of `replica_batch` examples for its replicas.
+
+    With config.seed set (or shuffle_buffer <= 1) every run reads the same sequence of batches
+    (`input_pipeline.make_dataset`; `train` sets TensorFlow's global seed to the same seed), and a
+    run resumed at `start_step` k skips the batches of its first k steps: every step takes one batch
+    for each replica a pipeline feeds, so each pipeline skips k * (its replicas) batches, and step
+    k + 1 reads the batch an uninterrupted run reads there. Skipping reads through those batches.
+    Without a seed each run (a resumed one too) shuffles afresh, and nothing is skipped.
+    """
+    replayable = config.seed is not None or config.shuffle_buffer <= 1
+    if start_step and not replayable:
+        logging.info("Resuming at step %d without a seed: the data are shuffled afresh, not in the order "
+                     "the run would have read them (set a seed to make resumed runs replay it).", start_step)
 
     # TPU programs want one shape; elsewhere each bucket length is one shape of the traced step.
     buckets = () if distribution.uses_tpu(strategy) else config.bucket_lengths
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        skip = 0
+        if start_step and replayable:
+            # A step takes one batch for each replica this pipeline feeds.
+            skip = start_step * max(context.num_replicas_in_sync // context.num_input_pipelines, 1)
+            if context.input_pipeline_id == 0:  # Every pipeline skips as many.
+                logging.info("Resuming at step %d: each input pipeline skips its first %d batches (%d "
+                             "examples) to continue the data order of the run.", start_step, skip,
+                             skip * replica_batch)
         return input_pipeline.make_dataset(
             config.train_file, config.max_seq_length, replica_batch, training=True,
-            shuffle_buffer=config.shuffle_buffer, seed=seed, input_context=context,
-            max_predictions_per_seq=config.max_predictions_per_seq, bucket_lengths=buckets)
+            shuffle_buffer=config.shuffle_buffer, seed=config.seed, input_context=context,
+            max_predictions_per_seq=config.max_predictions_per_seq, bucket_lengths=buckets,
+            skip_batches=skip)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 

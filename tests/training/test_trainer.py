@@ -43,11 +43,15 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermed
 
 
 def tiny_configs(train_file: str, **train_options):
-    """The SQA model config on the tiny encoder, and a training config (overridable)."""
+    """The SQA model config on the tiny encoder, and a training config (overridable).
+
+    float32, whatever the machine (the default picks bfloat16 on CPUs that have it): the tests
+    compare runs, and reloaded models, with float32 tolerances.
+    """
     model_config = model_config_for_task(Task.SQA, TapasConfig.from_preset("tiny", **TINY))
     values = dict(train_steps=10, train_batch_size=NUM_EXAMPLES, learning_rate=1e-2, warmup_ratio=0.0,
                   max_seq_length=SEQ, use_xla=False, log_steps=5, save_checkpoints_steps=100,
-                  shuffle_buffer=1, seed=1, show_progress=False)
+                  shuffle_buffer=1, seed=1, show_progress=False, precision="float32")
     values.update(train_options)
     return model_config, train_config_for_task(Task.SQA, train_file, **values)
 
