@@ -10,14 +10,15 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported); "
-                    "default the bundled tiny SQA model.")
+                    "default the bundled model.")
 flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
 flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
-flags.DEFINE_bool("fallback_to_best_cell", False, "A NONE answer with no cell above the threshold selects "
-                  "its most probable cell instead of answering nothing.")
-flags.DEFINE_bool("expected_count", False, "COUNT counts the k most probable cells, k the sum of the cell "
-                  "probabilities rounded, instead of the cells above the threshold (for models trained "
-                  "from answers only, such as WTQ's).")
+flags.DEFINE_bool("fallback_to_best_cell", None, "A NONE answer with no cell above the threshold selects "
+                  "its most probable cell instead of answering nothing; default: on for models trained "
+                  "from answers only (WTQ's, the bundled one).")
+flags.DEFINE_bool("expected_count", None, "COUNT counts the k most probable cells, k the sum of the cell "
+                  "probabilities rounded, instead of the cells above the threshold; default: on for models "
+                  "trained from answers only.")
 
 
 def table_qa_options() -> Dict[str, Any]:

@@ -38,8 +38,7 @@ def main(argv: List[str]) -> None:
         limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20,
                                         max_table_rows=FLAGS.max_table_rows, max_sessions=FLAGS.max_sessions)
         qa = TableQA.from_model_dir(**model_flags.table_qa_options())
-        name = web_app.model_label(FLAGS.model_dir)
-        web = web_app.create_app(qa, limits, name)
+        web = web_app.create_app(qa, limits, qa.name)
     except (FileNotFoundError, ValueError) as e:
         print(f"serve: error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -47,6 +47,7 @@ class AskResult:
       kept_rows, kept_columns: the user's rows and columns the model saw.
       diagnostics: what was pruned, trimmed or clamped, one sentence each.
       sequence_length: the tokens the model ran on (a bucket).
+      model: which model answered (`TableQA.name`).
     """
 
     question: str
@@ -60,6 +61,7 @@ class AskResult:
     kept_columns: Tuple[int, ...]
     diagnostics: Tuple[str, ...]
     sequence_length: int
+    model: str = ""
 
     @property
     def coordinates(self) -> Tuple[Coordinate, ...]:
@@ -102,6 +104,7 @@ class AskResult:
             "kept_columns": len(self.kept_columns),
             "diagnostics": list(self.diagnostics),
             "sequence_length": self.sequence_length,
+            "model": self.model,
         }
 
 

@@ -40,6 +40,7 @@ from tapas_tf.inference.ask_encoding import (  # noqa: E402
 )
 from tapas_tf.inference.ask_results import AskResult, decode_answer  # noqa: E402
 from tapas_tf.inference.decoding import DecodingRule  # noqa: E402
+from tapas_tf.inference.question_hints import no_aggregation_head_note  # noqa: E402
 from tapas_tf.inference.tables import AskError, TableLike  # noqa: E402, F401 (AskError is public here)
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 
@@ -73,11 +74,15 @@ class TableQA:
         the base model's forward pass at 384 tokens 1.35x faster (226 against 167 ms); probabilities move by about
         1e-2, so a cell near the threshold can change sides. Without those instructions
         TensorFlow leaves the graph in float32.
+      name: which model this is; every result carries it (`AskResult.model`).
+
+    A model without an aggregation head answers a question that reads like counting or arithmetic
+    ("how many", "total") with cells and a note saying so (`question_hints`).
     """
 
     def __init__(self, model, encoder: TableEncoder, threshold: float = 0.5, jit_compile: bool = False,
                  precision: str = "float32", fallback_to_best_cell: bool = False,
-                 expected_count: bool = False):
+                 expected_count: bool = False, name: str = "model"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.model = model
@@ -85,6 +90,7 @@ class TableQA:
         self.rule = DecodingRule(threshold, fallback_to_best_cell, expected_count)
         self.jit_compile = jit_compile
         self.precision = precision
+        self.name = name
         self._functions: Dict[int, Callable] = {}
 
     @classmethod
@@ -92,13 +98,24 @@ class TableQA:
                        vocab_file: Optional[str] = None, prune: bool = True, max_seq_length: Optional[int] = None,
                        **options) -> "TableQA":
         """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
-        without one, the bundled tiny SQA model (`tapas_tf.checkpoints.bundled`).
+        without one, the bundled model (`tapas_tf.checkpoints.bundled`).
 
         The vocabulary is `vocab_file`, else the model directory's `vocab.txt`, else BERT's uncased
         vocabulary (with `[EMPTY]`), which is what every released TAPAS model uses.
+
+        `fallback_to_best_cell` and `expected_count` left out (or None) follow the model: on for a
+        model trained from answers only (`use_answer_as_supervision`, as WTQ's), whose COUNT is
+        trained through the expected count and whose cells often stay below the threshold; off
+        otherwise (Google's and Hugging Face's decoding).
         """
+        name = f"bundled {os.path.basename(bundled_model_dir())}" if model_dir is None else \
+            os.path.basename(os.path.normpath(model_dir))
         model_dir = model_dir or bundled_model_dir()
         config = model_dir_lib.load_config(model_dir)
+        for rule in ("fallback_to_best_cell", "expected_count"):
+            if options.get(rule) is None:
+                options[rule] = bool(config.use_answer_as_supervision)
+        options.setdefault("name", name)
         model = _load_inference_model(model_dir, checkpoint, config)
         local_vocab = os.path.join(model_dir, "vocab.txt")
         vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
@@ -150,9 +167,18 @@ class TableQA:
                 outputs = self._call(length, [encoded[i].features for i in chunk])
                 for row, index in enumerate(chunk):
                     logits = outputs.get("aggregation_logits")
-                    results[index] = decode_answer(encoded[index], outputs["probabilities"][row],
-                                                   None if logits is None else logits[row], self.rule)
+                    result = decode_answer(encoded[index], outputs["probabilities"][row],
+                                           None if logits is None else logits[row], self.rule)
+                    results[index] = self._finish(result)
         return results
+
+    def _finish(self, result: AskResult) -> AskResult:
+        """`result` with the model's name, and a note when it cannot aggregate what is asked."""
+        notes = result.diagnostics
+        if self.model.aggregation_head is None:
+            note = no_aggregation_head_note(result.question)
+            notes = notes + ((note,) if note else ())
+        return dataclasses.replace(result, diagnostics=notes, model=self.name)
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
         """Model outputs for rows of one bucket length (one traced function per length)."""

@@ -88,8 +88,11 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
 
 
 def model_label(model_dir: Optional[str]) -> str:
-    """How the page names a model: its directory's name, or the bundled model's."""
-    return os.path.basename(os.path.normpath(model_dir)) if model_dir else "bundled sqa_tiny"
+    """How the page names a model: its directory's name, or the bundled model's (as `TableQA.name`)."""
+    if model_dir:
+        return os.path.basename(os.path.normpath(model_dir))
+    from tapas_tf.checkpoints.bundled import bundled_model_dir
+    return f"bundled {os.path.basename(bundled_model_dir())}"
 
 
 def server_config(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,

@@ -1,0 +1,89 @@
+"""Notes from a question's words: a model without an aggregation head says when it cannot count or
+add, every answer names its model, and decoding defaults follow how the model was trained."""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import tf_keras  # noqa: E402
+
+from tapas_tf.inference.question_hints import aggregation_cue, no_aggregation_head_note  # noqa: E402
+from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tests.inference.test_sequential import save_model_dir, tiny_config  # noqa: E402
+from tests.vocab_fixture import write_test_vocab  # noqa: E402
+
+TABLE = pd.DataFrame({"city": ["paris", "rome"], "population": ["2,100", "2,800"]})
+
+
+@pytest.mark.parametrize("question, cue", [
+    ("How many cities are there?", "how many"),
+    ("what is the TOTAL population", "total"),
+    ("what is the  number   of  cities", "number of"),
+    ("average population of the cities?", "average"),
+    ("how much did it cost", "how much"),
+    ("which city is the largest?", None),
+    ("who won the totalizer cup?", None),   # Whole words only.
+    ("which country counted most?", None),
+    ("", None),
+])
+def test_aggregation_cues_are_whole_words_and_phrases(question, cue):
+    assert aggregation_cue(question) == cue
+
+
+def test_the_note_quotes_the_cue():
+    note = no_aggregation_head_note("How many cities?")
+    assert '("how many")' in note and "no aggregation head" in note
+    assert no_aggregation_head_note("which city?") is None
+
+
+def _model_dir(tmp_path, name, **options):
+    path = tmp_path / name
+    config = tiny_config(**options)
+    tf_keras.utils.set_random_seed(1)
+    model = TapasForQuestionAnswering(config)
+    model(dummy_features(1, 8))
+    save_model_dir(path, model, config)
+    write_test_vocab(str(path / "vocab.txt"))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("models")
+    return {"cells_only": _model_dir(tmp_path, "cells_only"),
+            "wtq_like": _model_dir(tmp_path, "wtq_like", num_aggregation_labels=4, use_answer_as_supervision=True,
+                                   cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)}
+
+
+def test_a_model_without_aggregation_head_says_it_cannot_count(models):
+    qa = TableQA.from_model_dir(models["cells_only"])
+    counted = qa.answer(TABLE, "how many cities are listed?")
+    assert counted.operator == "NONE"
+    assert any('("how many")' in note and "no aggregation head" in note for note in counted.diagnostics)
+    looked_up = qa.answer(TABLE, "which city is it?")
+    assert not any("aggregation head" in note for note in looked_up.diagnostics)
+
+
+def test_a_model_with_an_aggregation_head_adds_no_such_note(models):
+    result = TableQA.from_model_dir(models["wtq_like"]).answer(TABLE, "how many cities are listed?")
+    assert not any("aggregation head" in note for note in result.diagnostics)
+
+
+def test_every_answer_names_its_model(models):
+    qa = TableQA.from_model_dir(models["cells_only"])
+    result = qa.answer(TABLE, "which city?")
+    assert qa.name == result.model == "cells_only" and result.to_dict()["model"] == "cells_only"
+    assert TableQA.from_model_dir(models["cells_only"], name="mine").answer(TABLE, "which city?").model == "mine"
+
+
+def test_decoding_defaults_follow_the_models_supervision(models):
+    """Answer-only (WTQ-style) models get the best-cell fallback and the expected count by default."""
+    assert TableQA.from_model_dir(models["wtq_like"]).rule.fallback_to_best_cell
+    assert TableQA.from_model_dir(models["wtq_like"]).rule.expected_count
+    assert not TableQA.from_model_dir(models["cells_only"]).rule.fallback_to_best_cell
+    assert not TableQA.from_model_dir(models["cells_only"]).rule.expected_count
+    explicit = TableQA.from_model_dir(models["wtq_like"], fallback_to_best_cell=False, expected_count=None)
+    assert not explicit.rule.fallback_to_best_cell and explicit.rule.expected_count
