@@ -10,7 +10,10 @@
 #   init                 $WORK/minilm_wtq_init: MiniLM with WTQ's heads (tapas_tf.init_from_bert)
 #   train NAME [flags]   trains (or resumes) $WORK/mix_NAME from init; stop it at any time
 #   holdout NAME [STEP]  denotation accuracy on the held-out WTQ training tables, per checkpoint
-#   dev NAME [flags]     WTQ dev denotation, SQA dev ALL (own and gold previous answers)
+#                        (mix_NAME/holdout/STEP_metrics.json): how a checkpoint is chosen, not dev
+#   dev NAME [flags]     WTQ dev denotation (predictions/wtq_dev_metrics.json), SQA dev ALL with
+#                        own and gold previous answers (dev_metrics.json, dev_gold_previous_metrics.json);
+#                        --checkpoint=... for another checkpoint than the newest
 #
 # The runs of docs/RESULTS.md ("A model worth asking"):
 #   experiments/minilm_sqa_wtq.sh data && experiments/minilm_sqa_wtq.sh init
@@ -56,16 +59,21 @@ case "$stage" in
     stamp done
     ;;
   holdout)
+    # Prediction writes predictions/train_metrics.json; each checkpoint's copy is kept as
+    # holdout/STEP_metrics.json, and a checkpoint already evaluated is skipped.
     name=${1:?holdout needs a NAME}; step=${2:-}
+    mkdir -p "$WORK/mix_$name/holdout"
     for ckpt in "$WORK/mix_$name"/checkpoints/ckpt-*.index; do
       ckpt=${ckpt%.index}
       [ -n "$step" ] && [ "${ckpt##*-}" != "$step" ] && continue
-      out="$WORK/mix_$name/holdout/${ckpt##*-}"
-      [ -f "$out/holdout_metrics.json" ] && continue
+      out="$WORK/mix_$name/holdout/${ckpt##*-}_metrics.json"
+      [ -f "$out" ] && continue
       stamp "held-out slice, ${ckpt##*/}"
       "$PYTHON" run_task.py --task=WTQ --mode=predict_and_evaluate --output_dir="$WORK/wtq_data" \
         --model_dir="$WORK/mix_$name" --checkpoint="$ckpt" --interactions_file="$WORK/mix/interactions/holdout.tfrecord" \
-        --predict_split=train --noprogress_bar 2>&1 | grep -E "accuracy|Wrote|rror" || true
+        --predict_split=train --noprogress_bar > "$WORK/mix_$name/holdout/${ckpt##*-}.log" 2>&1
+      cp "$WORK/mix_$name/predictions/train_metrics.json" "$out"
+      "$PYTHON" -c "import json,sys; m=json.load(open(sys.argv[1])); print(sys.argv[1], {k: v for k, v in m.items() if not isinstance(v, dict)})" "$out"
     done
     ;;
   dev)
@@ -73,6 +81,10 @@ case "$stage" in
     stamp "WTQ dev"
     "$PYTHON" run_task.py --task=WTQ --mode=predict_and_evaluate --output_dir="$WORK/wtq_data" \
       --model_dir="$WORK/mix_$name" --predict_split=dev --noprogress_bar "$@"
+    # SQA's dev prediction writes the same file names.
+    for file in dev.tsv dev_metrics.json; do
+      mv "$WORK/mix_$name/predictions/$file" "$WORK/mix_$name/predictions/wtq_$file"
+    done
     stamp "SQA dev, own previous answers"
     "$PYTHON" run_task.py --task=SQA --mode=predict_and_evaluate --output_dir="$WORK/sqa_data" \
       --model_dir="$WORK/mix_$name" --predict_split=dev --noprogress_bar "$@"

@@ -48,6 +48,8 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
                  for line in [header] + lines]
     formatted.insert(1, "-+-".join("-" * width for width in widths))
     answer = [f"Q: {result.question}", f"A: {result.summary}"]
+    if result.model:
+        answer.append(f"   answered by: {result.model}")
     if result.operator in ("SUM", "AVERAGE") and result.numbers:
         answer.append("   numbers used: " + ", ".join(format_number(n) for n in result.numbers))
     answer += [f"   note: {note}" for note in result.diagnostics]

