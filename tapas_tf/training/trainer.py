@@ -50,7 +50,13 @@ from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  
 from tapas_tf.training import distribution, input_pipeline, precision  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
 from tapas_tf.training.progress import TrainProgress  # noqa: E402
-from tapas_tf.training.xla_choice import MIN_STEPS_TO_MEASURE, XlaChoice, choose_xla, default_use_xla  # noqa: E402
+from tapas_tf.training.xla_choice import (  # noqa: E402
+    MIN_STEPS_TO_MEASURE,
+    XlaChoice,
+    choose_xla,
+    default_use_xla,
+    onednn_enabled,
+)
 
 # Logged every log_steps, by name: the batch mean of a model output. For question answering the
 # three terms are as they enter total_loss (masked as the paper masks them), so they add up to it.
@@ -419,6 +425,11 @@ def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distri
         choice = XlaChoice(True, "GPU: XLA")
     elif strategy.num_replicas_in_sync > 1:
         choice = XlaChoice(False, "several replicas: not measured; plain TensorFlow")
+    elif onednn_enabled():
+        # Measuring compiles the whole step with XLA at the longest length: for MiniLM at batch
+        # 16 that held over 15 GB (docs/RESULTS.md), to find a path within 10% of oneDNN's.
+        choice = XlaChoice(False, "CPU with oneDNN kernels: not measured (XLA is within 10% of them and its "
+                                  "compile holds gigabytes); plain TensorFlow (--use_xla to force)")
     elif config.train_steps - start < MIN_STEPS_TO_MEASURE:
         choice = XlaChoice(False, f"{config.train_steps - start} steps to run (< {MIN_STEPS_TO_MEASURE}): "
                                   "not worth measuring; plain TensorFlow")

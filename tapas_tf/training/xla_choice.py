@@ -6,7 +6,9 @@
 Which path is faster depends on the machine, not only on the device type: on a 2-core AMD EPYC
 without AVX-512, with oneDNN off (TensorFlow's default there), XLA trained TAPAS 1.5x faster than
 TensorFlow's own kernels; with oneDNN on (`import tapas_tf` turns it on) or with AVX-512 the two
-were within about 10% of each other, in either order (docs/RESULTS.md). So a long run
+were within about 10% of each other, in either order (docs/RESULTS.md). So with oneDNN on the
+trainer does not measure (the XLA compile of a MiniLM step at batch 16 held over 15 GB, more than
+the training itself) and trains without XLA; with oneDNN off, a long run
 (`train_steps >= MIN_STEPS_TO_MEASURE`) on one CPU device times both: the forward and backward
 pass (no optimiser update, so the run's weights are untouched) on one batch at the longest
 length, after one untimed call each (XLA compiles there), `repeats` times, and keeps the faster

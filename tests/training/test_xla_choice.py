@@ -44,6 +44,7 @@ def _choice(model_dir) -> dict:
 def test_trainer_measures_long_runs_and_skips_short_ones(data, tmp_path, monkeypatch):  # noqa: F811
     strategy = distribution.get_strategy("one_device")
     short = str(tmp_path / "short")
+    monkeypatch.setattr(training, "onednn_enabled", lambda: False)  # Eigen kernels: XLA may pay.
     training.train(*tiny_configs(data, train_steps=2, use_xla=None), short, strategy)
     assert _choice(short) == {"use_xla": False, "seconds_plain": None, "seconds_xla": None,
                               "onednn": onednn_enabled(),
@@ -57,6 +58,12 @@ def test_trainer_measures_long_runs_and_skips_short_ones(data, tmp_path, monkeyp
     choice = _choice(measured)
     assert choice["seconds_plain"] > 0 and choice["seconds_xla"] > 0
     assert choice["use_xla"] == (choice["seconds_xla"] < choice["seconds_plain"])
+
+    monkeypatch.setattr(training, "onednn_enabled", lambda: True)
+    onednn = str(tmp_path / "onednn")
+    training.train(*tiny_configs(data, train_steps=2, use_xla=None), onednn, strategy)
+    assert _choice(onednn)["use_xla"] is False and _choice(onednn)["seconds_xla"] is None
+    assert _choice(onednn)["reason"].startswith("CPU with oneDNN kernels: not measured")
 
     flagged = str(tmp_path / "flagged")
     training.train(*tiny_configs(data, train_steps=2, use_xla=True), flagged, strategy)
