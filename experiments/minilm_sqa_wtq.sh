@@ -71,7 +71,7 @@ case "$stage" in
       stamp "held-out slice, ${ckpt##*/}"
       "$PYTHON" run_task.py --task=WTQ --mode=predict_and_evaluate --output_dir="$WORK/wtq_data" \
         --model_dir="$WORK/mix_$name" --checkpoint="$ckpt" --interactions_file="$WORK/mix/interactions/holdout.tfrecord" \
-        --predict_split=train --noprogress_bar > "$WORK/mix_$name/holdout/${ckpt##*-}.log" 2>&1
+        --predict_split=train --drop_rows_to_fit --noprogress_bar > "$WORK/mix_$name/holdout/${ckpt##*-}.log" 2>&1
       cp "$WORK/mix_$name/predictions/train_metrics.json" "$out"
       "$PYTHON" -c "import json,sys; m=json.load(open(sys.argv[1])); print(sys.argv[1], {k: v for k, v in m.items() if not isinstance(v, dict)})" "$out"
     done
@@ -80,7 +80,7 @@ case "$stage" in
     name=${1:?dev needs a NAME}; shift
     stamp "WTQ dev"
     "$PYTHON" run_task.py --task=WTQ --mode=predict_and_evaluate --output_dir="$WORK/wtq_data" \
-      --model_dir="$WORK/mix_$name" --predict_split=dev --noprogress_bar "$@"
+      --model_dir="$WORK/mix_$name" --predict_split=dev --drop_rows_to_fit --noprogress_bar "$@"
     # SQA's dev prediction writes the same file names.
     for file in dev.tsv dev_metrics.json; do
       mv "$WORK/mix_$name/predictions/$file" "$WORK/mix_$name/predictions/wtq_$file"

@@ -3,7 +3,8 @@
     app = create_app(TableQA.from_model_dir(model_dir))
     uvicorn.Server(server_config(app)).run()        # http://127.0.0.1:8000, this machine only
 
-    GET  /                        the page (`web_static/`: index.html, app.js, style.css)
+    GET  /                        the page (`web_static/`: index.html, app.js, style.css, favicon.svg)
+    GET  /favicon.ico             the page's icon (favicon.svg), for browsers that ask for it there
     GET  /api/info                the model's name, the example tables, the limits
     POST /api/table?name=F.csv    the CSV file as the request body -> a new session and its table
     POST /api/example             {"name": "shooting_1988_medals.csv"} -> the same, for an example
@@ -75,6 +76,7 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
     """The app serving the page and its endpoints for one loaded model."""
     routes = [
         Route("/", _page, methods=["GET"]),
+        Route("/favicon.ico", _favicon, methods=["GET"]),
         Route("/api/info", _info, methods=["GET"]),
         Route("/api/table", _upload, methods=["POST"]),
         Route("/api/example", _example, methods=["POST"]),
@@ -175,6 +177,11 @@ async def _page(request: Request) -> Response:
     return FileResponse(os.path.join(STATIC_DIR, "index.html"), media_type="text/html")
 
 
+async def _favicon(request: Request) -> Response:
+    return FileResponse(os.path.join(STATIC_DIR, "favicon.svg"), media_type="image/svg+xml",
+                        headers={"Cache-Control": "max-age=86400"})
+
+
 @_json_endpoint
 async def _info(request: Request, web: _WebState) -> Dict:
     return {"model": web.model_name, "examples": example_tables(), "threshold": web.qa.rule.threshold,
@@ -227,7 +234,7 @@ def _answer(web: _WebState, session_id: Optional[str], question: object) -> Dict
         start = time.perf_counter()
         result = session.conversation.ask(question)
         elapsed_ms = (time.perf_counter() - start) * 1000
-    return answer_view(session, result, web.limits, elapsed_ms)
+    return answer_view(session, result, web.limits, elapsed_ms, web.model_name)
 
 
 def _new_conversation(web: _WebState, session_id: Optional[str]) -> Dict:

@@ -15,6 +15,7 @@ weeks holds at most `max_sessions` tables.
 import collections
 import dataclasses
 import os
+import re
 import secrets
 import threading
 from typing import Dict, List, Optional, Sequence
@@ -156,8 +157,8 @@ def table_view(session: Session, limits: WebLimits, result: Optional[AskResult] 
         "name": session.name,
         "rows": len(table.rows),
         "columns": len(table.columns),
-        "notes": list(prepared.diagnostics) + _size_notes(session.conversation, len(table.rows),
-                                                          len(table.columns)),
+        "notes": [_table_note(note) for note in prepared.diagnostics]
+                 + _size_notes(session.conversation, len(table.rows), len(table.columns)),
         "table_html": render_table_html(table, result, limits.max_rows_shown),
     }
 
@@ -172,30 +173,160 @@ def _size_notes(conversation: Conversation, rows: int, columns: int) -> List[str
             "to it (greyed cells were left out)."]
 
 
-def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_ms: float) -> Dict:
-    """One answer: `AskResult.to_dict()` (its `diagnostics` say what pruning did to this question),
-    the marked table, the operator's line, the conversation so far and the time the model took."""
+def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_ms: float,
+                model_name: str = "") -> Dict:
+    """One answer: `AskResult.to_dict()` (its `diagnostics` are the ask API's sentences, unchanged),
+    the marked table, the conversation so far, the time the model took, and the answer in plain
+    words for the page:
+
+      answer_line    "paris, berlin", "Sum of 3 cells = 14", "Count: 3"
+      working        how an aggregation got its value ("2 + 4 + 8 = 14"); "" for a lookup
+      answer_notes   what changes the meaning of this answer (rows left out, a question the model
+                     cannot compute), in plain words: shown with the answer
+      table_notes    routine notes about the table (long cells shortened, ...), the same for every
+                     question: the page shows each once, above the table
+      details        the routine diagnostics as the ask API says them, and the model's confidence
+                     in its operation: folded away under the answer
+      answered_by    "Answered by bundled sqa_tiny" (`model_name`, else `AskResult.model`)
+    """
     view = result.to_dict()
     view.update(table_view(session, limits, result))
+    notes = sort_diagnostics(result.diagnostics, session.conversation.table.diagnostics)
     view["turn"] = len(session.conversation.history)
-    view["operator_line"] = operator_line(result)
+    view["answer_line"] = answer_line(result)
+    view["working"] = working_line(result)
+    view["answer_notes"] = notes.answer_notes
+    view["table_notes"] = notes.table_notes
+    view["details"] = notes.details + _confidence(result) + [
+        f"The model read {view['kept_rows']:,} rows and {view['kept_columns']:,} columns of the table "
+        f"({result.sequence_length} word pieces with the question)."]
+    # The page's name for the model (its header's) first; the result's otherwise (serve gives both the same).
+    view["answered_by"] = f"Answered by {model_name or result.model or 'the model'}"
     view["value_text"] = "" if result.value is None else format_number(result.value)
     view["elapsed_ms"] = round(elapsed_ms, 1)
     view["history"] = history_view(session.conversation.history)
     return view
 
 
-def operator_line(result: AskResult) -> str:
-    """"operator SUM (p = 0.71) of 3 cells; numbers used: 1, 2, 3", or the cells' count for NONE."""
-    probability = result.operator_probabilities.get(result.operator)
-    operator = result.operator + (f" (p = {probability:.2f})" if probability is not None else "")
-    cells = f"{len(result.cells)} selected {'cell' if len(result.cells) == 1 else 'cells'}"
-    if result.operator == "NONE":
-        return f"operator {operator}: the answer is the {cells}"
-    line = f"operator {operator} executed on the {cells}"
-    if result.numbers:
-        line += "; numbers used: " + ", ".join(format_number(n) for n in result.numbers)
+# --- plain words ----------------------------------------------------------------------------------
+
+# What the page calls the operators; NONE (the selected cells are the answer) goes unnamed.
+OPERATOR_WORDS = {"SUM": "Sum", "AVERAGE": "Average", "COUNT": "Count"}
+# Numbers written out in the working line of a sum or average; more are elided.
+_MAX_NUMBERS_SHOWN = 12
+
+
+def answer_line(result: AskResult) -> str:
+    """The answer as a person reads it: the cells' texts for a lookup, else "Sum of 3 cells = 14",
+    "Average of 2 cells = 4.5", "Count: 3" (never the operator's internal name)."""
+    if result.operator not in OPERATOR_WORDS:
+        return result.answer_text if result.cells else "No answer: the model selected no cell"
+    word = OPERATOR_WORDS[result.operator]
+    if result.operator == "COUNT":
+        return f"{word}: {format_number(result.value)}"
+    if not result.cells:
+        return f"{word}: no cell was selected"
+    cells = f"{len(result.cells)} {'cell' if len(result.cells) == 1 else 'cells'}"
+    if not result.numbers:
+        return f"{word} of {cells}: none of them holds a number"
+    return f"{word} of {cells} = {format_number(result.value)}"
+
+
+def working_line(result: AskResult) -> str:
+    """How an aggregation reached its value, "2 + 4 + 8 = 14", "(2 + 4) / 2 = 3", "3 highlighted
+    cells counted"; "" for a lookup, whose highlighted cells are the answer."""
+    if result.operator == "COUNT":
+        return f"{len(result.cells)} highlighted {'cell' if len(result.cells) == 1 else 'cells'} counted"
+    if result.operator not in ("SUM", "AVERAGE") or not result.numbers:
+        return ""
+    numbers = [format_number(n) for n in result.numbers]
+    if len(numbers) > _MAX_NUMBERS_SHOWN:
+        numbers = numbers[:_MAX_NUMBERS_SHOWN - 1] + [f"… ({len(result.numbers)} numbers)"]
+    terms = " + ".join(numbers)
+    line = (f"{terms} = {format_number(result.value)}" if result.operator == "SUM"
+            else f"({terms}) / {len(result.numbers)} = {format_number(result.value)}")
+    without = len(result.cells) - len(result.numbers)
+    if without == 1:
+        line += "; 1 highlighted cell holds no number and is left out"
+    elif without:
+        line += f"; {without} highlighted cells hold no number and are left out"
     return line
+
+
+def _confidence(result: AskResult) -> List[str]:
+    """How sure the model was of its operation, when it has an aggregation head."""
+    probability = result.operator_probabilities.get(result.operator)
+    if probability is None:
+        return []
+    chose = (f"to {OPERATOR_WORDS[result.operator].lower()} the highlighted cells"
+             if result.operator in OPERATOR_WORDS else "to give the highlighted cells as they are")
+    return [f"The model chose {chose} with probability {probability:.2f}."]
+
+
+@dataclasses.dataclass(frozen=True)
+class SortedNotes:
+    """An answer's diagnostics as the page shows them (see `sort_diagnostics`)."""
+
+    answer_notes: List[str]
+    table_notes: List[str]
+    details: List[str]
+
+
+# The ask API's routine sentences (tapas_tf/inference/ask_encoding.py, TableEncoder._diagnostics):
+# the same for most questions about a table and no reason to doubt an answer. The page says each
+# once per table, in these words, and keeps the exact sentence in the answer's details.
+_ROUTINE_NOTES = (
+    (re.compile(r"^\d+ cells were cut to fewer word pieces"),
+     "Some long cells are shortened to fit the model: it reads only their beginning."),
+    (re.compile(r"^\d+ cells rank above \d+ in their column"),
+     "Some columns hold more different values than the model can put in order, so comparisons "
+     "there (largest, earliest) are approximate."),
+    (re.compile(r"^The model saw \d+ rows; its heads were trained for at most"),
+     "The model reads more rows of this table than it was trained on; answers in the later rows "
+     "are less reliable."),
+)
+# Sentences that change what an answer means, in plain words; anything else the ask API says
+# (the note of a model that cannot count, tapas_tf/inference/question_hints.py) is shown as it is.
+_PRUNED = re.compile(r"^The table was pruned to the (\d+) of (\d+) rows and (\d+) of (\d+) columns")
+_UNKNOWN_WORDS = re.compile(r"^\d+ of the question's \d+ word pieces are unknown")
+
+
+def sort_diagnostics(diagnostics: Sequence[str], table_diagnostics: Sequence[str] = ()) -> SortedNotes:
+    """An answer's diagnostics (`AskResult.diagnostics`) sorted for the page.
+
+    The table's own (`PreparedTable.diagnostics`, repeated in every answer) are left out: the table
+    notes say them once. Routine ones become a table note and a detail; the rest stay with the
+    answer, in plain words where the sentence is known.
+    """
+    answer_notes, table_notes, details = [], [], []
+    for sentence in diagnostics:
+        if sentence in table_diagnostics:
+            continue
+        routine = next((note for pattern, note in _ROUTINE_NOTES if pattern.match(sentence)), None)
+        if routine is not None:
+            table_notes.append(routine)
+            details.append(sentence)
+        elif _PRUNED.match(sentence):
+            answer_notes.append(_pruned_note(*(int(n) for n in _PRUNED.match(sentence).groups())))
+        elif _UNKNOWN_WORDS.match(sentence):
+            answer_notes.append("Most words of this question are unknown to the model, so the answer is a "
+                                "guess; try other words.")
+        else:
+            answer_notes.append(sentence)
+    return SortedNotes(answer_notes, table_notes, details)
+
+
+def _pruned_note(rows: int, all_rows: int, columns: int, all_columns: int) -> str:
+    kept = f"{rows:,} of the {all_rows:,} rows"
+    if columns < all_columns:
+        kept += f" and {columns} of the {all_columns} columns"
+    return (f"The model read only the {kept} most related to this question (greyed cells were left "
+            "out); a count or sum covers only those.")
+
+
+def _table_note(sentence: str) -> str:
+    """A note about the table (`ask_encoding._table_diagnostics`) without the model's token names."""
+    return sentence.replace("the model sees them as [EMPTY]", "the model reads them as unnamed")
 
 
 def check_question(question: object, limits: WebLimits) -> str:
@@ -209,5 +340,5 @@ def check_question(question: object, limits: WebLimits) -> str:
 
 
 def history_view(results: Sequence[AskResult]) -> List[Dict]:
-    """The conversation so far: question and answer of each turn."""
-    return [{"question": r.question, "summary": r.summary} for r in results]
+    """The conversation so far: question and answer of each turn (`answer_line` in plain words)."""
+    return [{"question": r.question, "summary": r.summary, "answer_line": answer_line(r)} for r in results]

@@ -59,6 +59,15 @@ def test_page_and_static_files_are_served(client):
     assert client.get("/static/style.css").status_code == 200
 
 
+def test_the_favicon_is_served_and_linked(client):
+    page = client.get("/").text
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
+    for path in ("/favicon.ico", "/static/favicon.svg"):  # /favicon.ico: for browsers that ask there anyway.
+        icon = client.get(path)
+        assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml"), path
+        assert icon.text.lstrip().startswith("<svg") and len(icon.content) < 2_000
+
+
 def test_info_lists_the_model_and_the_example_tables(client):
     info = client.get("/api/info").json()
     assert info["model"] == "trained-test-model" and info["threshold"] == 0.5
@@ -77,12 +86,17 @@ def test_upload_ask_follow_up_and_new_conversation(client):
     assert [(c["row"], c["column"]) for c in first["cells"]] == [(0, 2)]
     assert first["table_html"].count('class="selected"') == 1
     assert 'class="selected" title="p = ' in first["table_html"] and 'data-row="0" data-column="2"' in first["table_html"]
-    assert first["operator_line"].startswith("operator NONE") and first["turn"] == 1
+    assert first["turn"] == 1
+    # A lookup in plain words: the cells are the answer, no operator named, who answered.
+    assert (first["answer_line"], first["working"], first["answer_notes"]) == ("2", "", [])
+    assert first["answered_by"] == "Answered by trained-test-model" and first["model"] == "model"
+    assert "NONE" not in str({k: first[k] for k in ("answer_line", "working", "answer_notes", "details")})
     assert first["elapsed_ms"] > 0
 
     follow_up = _ask(client, session, "which city?").json()  # Sees paris's population as the previous answer.
     assert follow_up["answer"] == "berlin" and follow_up["turn"] == 2
     assert [h["question"] for h in follow_up["history"]] == ["what population?", "which city?"]
+    assert [h["answer_line"] for h in follow_up["history"]] == ["2", "berlin"]
 
     reset = client.post("/api/reset", json={"session": session}).json()
     assert reset["session"] == session and reset["history"] == []
@@ -179,6 +193,9 @@ def test_a_big_table_says_it_will_be_pruned(client):
     answer = _ask(client, table["session"], "which city?").json()
     assert any(note.startswith("The table was pruned to the ") and "of 300 rows" in note
                for note in answer["diagnostics"]), answer["diagnostics"]
+    # The page's words for it stay on the answer: it says which rows the answer could come from.
+    [pruned] = [n for n in answer["answer_notes"] if n.startswith("The model read only the ")]
+    assert "of the 300 rows most related to this question" in pruned, answer["answer_notes"]
     assert 'class="pruned"' in answer["table_html"]
 
 
@@ -202,8 +219,8 @@ def test_an_aggregation_shows_its_executed_value(client, qa, monkeypatch):
     monkeypatch.setattr(qa, "_call", sum_of_column(2))
     answer = _ask(client, session, "what is the total population?").json()
     assert answer["summary"] == "SUM of 3 cells = 14" and answer["value_text"] == "14"
-    assert answer["operator_line"] == ("operator SUM (p = 1.00) executed on the 3 selected cells; "
-                                       "numbers used: 2, 4, 8")
+    assert (answer["answer_line"], answer["working"]) == ("Sum of 3 cells = 14", "2 + 4 + 8 = 14")
+    assert "The model chose to sum the highlighted cells with probability 1.00." in answer["details"]
     assert answer["table_html"].count('class="selected"') == 3
 
 
@@ -214,14 +231,83 @@ def _result(operator, texts_and_numbers, value, probabilities=None):
     return AskResult("q", cells, operator, probabilities or {}, value, numbers, {}, (), (), (), 64)
 
 
-def test_operator_line_and_summary_show_the_executed_value():
+def test_answer_line_and_working_say_an_aggregation_in_words():
     total = _result("SUM", [("1,000", 1000.0), ("3,812", 3812.0), ("n/a", None)], 4812.0,
                     {"NONE": 0.1, "SUM": 0.7, "AVERAGE": 0.1, "COUNT": 0.1})
-    assert total.summary == "SUM of 3 cells = 4,812"
-    assert web_sessions.operator_line(total) == (
-        "operator SUM (p = 0.70) executed on the 3 selected cells; numbers used: 1,000, 3,812")
-    one = _result("NONE", [("paris", None)], None)
-    assert web_sessions.operator_line(one) == "operator NONE: the answer is the 1 selected cell"
+    assert total.summary == "SUM of 3 cells = 4,812"  # The ask API's words; the page says it in its own.
+    assert web_sessions.answer_line(total) == "Sum of 3 cells = 4,812"
+    assert web_sessions.working_line(total) == ("1,000 + 3,812 = 4,812; 1 highlighted cell holds no number "
+                                                "and is left out")
+    mean = _result("AVERAGE", [("2", 2.0), ("4", 4.0), ("9", 9.0)], 5.0)
+    assert (web_sessions.answer_line(mean), web_sessions.working_line(mean)) == (
+        "Average of 3 cells = 5", "(2 + 4 + 9) / 3 = 5")
+    count = _result("COUNT", [("a", None), ("b", None), ("c", None)], 3.0)
+    assert (web_sessions.answer_line(count), web_sessions.working_line(count)) == (
+        "Count: 3", "3 highlighted cells counted")
+    many = _result("SUM", [(str(i), float(i)) for i in range(1, 21)], 210.0)
+    first_eleven = " + ".join(str(i) for i in range(1, 12))
+    assert web_sessions.working_line(many) == f"{first_eleven} + … (20 numbers) = 210"
+    no_number = _result("SUM", [("n/a", None)], 0.0)
+    assert web_sessions.answer_line(no_number) == "Sum of 1 cell: none of them holds a number"
+    assert web_sessions.working_line(no_number) == ""
+    lookup = _result("NONE", [("paris", None)], None, {"NONE": 0.93, "SUM": 0.07})
+    assert (web_sessions.answer_line(lookup), web_sessions.working_line(lookup)) == ("paris", "")
+    assert web_sessions.answer_line(_result("NONE", [], None)) == "No answer: the model selected no cell"
+
+
+def test_every_diagnostic_of_the_ask_api_is_sorted_for_the_page(qa):
+    """The sentences come from the ask API itself (`TableEncoder._diagnostics`, the table's and the
+    note of a model that cannot count), so a changed sentence fails here, not on the page."""
+    from tapas_tf.features.classifier_examples import STAT_CELLS_TRIMMED, STAT_RANKS_CLAMPED
+    from tapas_tf.inference import pruning
+    from tapas_tf.inference.question_hints import no_aggregation_head_note
+
+    encoder = qa.encoder
+    frame = pd.DataFrame([[f"town{i}", "", str(i)] for i in range(300)], columns=["name", "", "name"])
+    table = encoder.prepare(frame).table
+    pruned = pruning.subset(table, list(range(encoder.trained_rows + 2)), [0, 2])
+    question = table_qa_question("ⵣⵣⵣ ⴰⴱⴳ ⴷⴹ which?")
+    stats = {STAT_CELLS_TRIMMED: 7, STAT_RANKS_CLAMPED: 3}
+    routine = encoder._diagnostics(pruned, stats, question)  # noqa: SLF001 (every sentence it can say)
+    table_notes = encoder.prepare(frame).diagnostics
+    counting = no_aggregation_head_note("how many towns are there?")
+    assert len(routine) == 5 and len(table_notes) == 2, (routine, table_notes)
+
+    notes = web_sessions.sort_diagnostics(table_notes + routine + (counting,), table_notes)
+    assert notes.details == [s for s in routine if "word pieces to fit" in s or "share rank" in s
+                             or "heads were trained" in s]
+    assert notes.table_notes == [
+        "Some long cells are shortened to fit the model: it reads only their beginning.",
+        "Some columns hold more different values than the model can put in order, so comparisons there "
+        "(largest, earliest) are approximate.",
+        "The model reads more rows of this table than it was trained on; answers in the later rows are "
+        "less reliable."]
+    assert notes.answer_notes == [
+        f"The model read only the {encoder.trained_rows + 2} of the 300 rows and 2 of the 3 columns most "
+        "related to this question (greyed cells were left out); a count or sum covers only those.",
+        "Most words of this question are unknown to the model, so the answer is a guess; try other words.",
+        counting]
+    assert counting.startswith("This question looks like it needs counting or arithmetic")
+    for note in notes.answer_notes + notes.table_notes:
+        assert "word piece" not in note and "[EMPTY]" not in note and "NONE" not in note
+
+
+def table_qa_question(text: str):
+    from tapas_tf.data.protos import interaction_pb2
+    return interaction_pb2.Question(id="q", original_text=text, text=text)
+
+
+def test_table_notes_say_the_tables_own_diagnostics_once_without_token_names(qa):
+    # Not through an upload: pandas renames a CSV's repeated and empty column names ("city.1").
+    frame = pd.DataFrame([["paris", "france", "2"]], columns=["city", "", "city"])
+    session = web_sessions.SessionStore(2).open("odd.csv", qa.conversation(frame))
+    table = web_sessions.table_view(session, LIMITS)
+    assert table["notes"] == [
+        "Columns share the names ['city']; the model tells them apart by position only.",
+        "Some columns have no name; the model reads them as unnamed."]
+    answer = web_sessions.answer_view(session, session.conversation.ask("which city?"), LIMITS, 1.0, "m")
+    assert len(answer["diagnostics"]) == 2  # The ask API repeats them with each answer; the page does not:
+    assert answer["notes"] == table["notes"] and answer["answer_notes"] == [] and answer["table_notes"] == []
 
 
 # --- the command line ------------------------------------------------------------------------------

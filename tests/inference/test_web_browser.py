@@ -2,7 +2,9 @@
 
 The server runs in this process on a free loopback port (`web_app.ServerThread`) with the trained
 model of test_sequential; the browser uploads a CSV file the test writes, asks, follows up, starts a
-new conversation, and gets readable messages for a bad file and an empty question.
+new conversation, and gets readable messages for a bad file and an empty question. The page is for
+people: rows are numbered, answers are in plain words, the latest answer stays in view beside a
+long table, and the page has an icon.
 
 Without /usr/bin/chromium and /usr/bin/chromedriver the tests skip, unless TAPAS_TF_REQUIRE_BROWSER=1
 (as `.ci/run` sets after installing them), where a missing browser fails.
@@ -57,6 +59,7 @@ def start_browser(user_data_dir: str) -> webdriver.Chrome:
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={user_data_dir}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # The console, for 404s.
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
 
 
@@ -100,6 +103,21 @@ def _selected(browser):
              cell.get_attribute("title")) for cell in browser.find_elements(By.CSS_SELECTOR, "#table td.selected")]
 
 
+def _row_numbers(browser):
+    """[(number shown in the first column, data-row of the row's cells)] of the table's body rows."""
+    return [tuple(pair) for pair in browser.execute_script("""
+        return Array.from(document.querySelectorAll("#table tbody tr:not(.elided)"), (row) =>
+          [row.firstElementChild.textContent, row.querySelector("td[data-row]").dataset.row]);""")]
+
+
+def _in_viewport(browser, element) -> bool:
+    """Whether the element lies wholly inside the window (its bounding box against innerHeight)."""
+    top, bottom, height = browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight];",
+        element)
+    return 0 <= top and bottom <= height
+
+
 def test_upload_ask_follow_up_and_start_over(page, tmp_path):
     browser, *_ = page
     table = tmp_path / "cities.csv"
@@ -108,13 +126,18 @@ def test_upload_ask_follow_up_and_start_over(page, tmp_path):
     _wait(browser).until(expected_conditions.visibility_of_element_located((By.ID, "table-panel")))
     assert browser.find_element(By.ID, "table-name").text == "cities.csv"
     assert browser.find_element(By.ID, "table-info").text == "cities.csv: 3 rows, 3 columns"
-    assert [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#table th")] == HEADER
+    assert [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#table thead th")] == ["#"] + HEADER
+    assert _row_numbers(browser) == [("0", "0"), ("1", "1"), ("2", "2")]
 
     assert _ask(browser, "what population?") == "A: 2"
     [(row, column, text, title)] = _selected(browser)
     assert (row, column, text) == (0, 2, "2") and title.startswith("p = ")
     assert float(title[4:]) > 0.5  # The probability shown on hover.
-    assert browser.find_elements(By.CSS_SELECTOR, "#conversation .operator")[-1].text.startswith("operator NONE")
+    # A lookup names no operator (the page said "operator NONE: ..." before), and says who answered.
+    assert not browser.find_elements(By.CSS_SELECTOR, "#conversation .operator")[-1].is_displayed()
+    assert "NONE" not in browser.find_element(By.ID, "conversation").text
+    assert browser.find_elements(By.CSS_SELECTOR, "#conversation .timing")[-1].text.startswith(
+        "Answered by trained-test-model in ")
 
     assert _ask(browser, "which city?") == "A: berlin"  # The follow-up sees paris's population.
     assert [(r, c, t) for r, c, t, _ in _selected(browser)] == [(1, 0, "berlin")]
@@ -173,7 +196,74 @@ def test_an_aggregation_answer_shows_the_executed_value(page, tmp_path, monkeypa
     _upload(browser, str(table))
     _wait(browser).until(lambda b: b.find_element(By.ID, "table-info").text == "cities.csv: 3 rows, 3 columns")
     monkeypatch.setattr(qa, "_call", sum_of_column(2))  # The server thread answers with it.
-    assert _ask(browser, "what is the total population?") == "A: SUM of 3 cells = 14"
+    assert _ask(browser, "what is the total population?") == "A: Sum of 3 cells = 14"  # Was "SUM of ...".
     operator = browser.find_elements(By.CSS_SELECTOR, "#conversation .operator")[-1].text
-    assert operator == "operator SUM (p = 1.00) executed on the 3 selected cells; numbers used: 2, 4, 8"
+    assert operator == "2 + 4 + 8 = 14"  # Was "operator SUM (p = 1.00) executed on the 3 selected cells; …".
+    details = browser.find_elements(By.CSS_SELECTOR, "#conversation details")[-1]
+    assert not details.find_element(By.TAG_NAME, "ul").is_displayed()  # Folded until opened.
+    details.find_element(By.TAG_NAME, "summary").click()
+    assert "The model chose to sum the highlighted cells with probability 1.00." in details.text
     assert [t for _, _, t, _ in _selected(browser)] == ["2", "4", "8"]
+
+
+def test_the_latest_answer_stays_beside_a_long_table(page, tmp_path):
+    browser, *_ = page
+    table = tmp_path / "towns.csv"
+    rows = [[f"town{i}", f"land{i}", str(i)] for i in range(200)]
+    pd.DataFrame(rows, columns=HEADER).to_csv(table, index=False)
+    _upload(browser, str(table))
+    info = "towns.csv: 200 rows, 3 columns"
+    _wait(browser).until(lambda b: b.find_element(By.ID, "table-info").text == info)
+    # Every body row shows its number (0-based, as the ask API counts) in the first column.
+    numbers = _row_numbers(browser)
+    assert len(numbers) == 200 and all(shown == row == str(i) for i, (shown, row) in enumerate(numbers))
+    box = browser.find_element(By.ID, "table")
+    assert browser.execute_script("return arguments[0].scrollHeight > arguments[0].clientHeight", box)
+    for question in ("which city?", "which country?", "what population?", "which city?", "which country?"):
+        _ask(browser, question)
+        latest = browser.find_elements(By.CSS_SELECTOR, "#conversation > li")[-1]
+        assert _in_viewport(browser, latest.find_element(By.CLASS_NAME, "answer")), question
+        assert _in_viewport(browser, browser.find_element(By.ID, "question"))
+        # Reading the end of the table keeps the answer in view too (the page used to scroll it away).
+        last_row = browser.find_elements(By.CSS_SELECTOR, "#table tbody tr")[-1]  # Each answer redraws it.
+        browser.execute_script("arguments[0].scrollIntoView()", last_row)
+        assert _in_viewport(browser, last_row)
+        assert _in_viewport(browser, latest.find_element(By.CLASS_NAME, "answer"))
+    # Pruning matters to each answer and stays with it; routine notes are said once, above the table.
+    answer_notes = browser.find_elements(By.CSS_SELECTOR, "#conversation > li")[-1].find_element(
+        By.CLASS_NAME, "notes").text
+    assert answer_notes.startswith("The model read only the ") and "of the 200 rows" in answer_notes
+    table_notes = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#table-notes li")]
+    assert table_notes and len(table_notes) == len(set(table_notes)), table_notes
+    visible = browser.find_element(By.ID, "conversation").text
+    assert "word pieces" not in visible and "row embeddings" not in visible and "NONE" not in visible
+    # The table scrolls in its own box, its header row staying on top; the page itself does not scroll.
+    browser.execute_script("arguments[0].scrollTop = arguments[0].scrollHeight", box)
+    header_top, box_top = browser.execute_script(
+        "return [document.querySelector('#table thead th').getBoundingClientRect().top,"
+        " arguments[0].getBoundingClientRect().top]", box)
+    assert abs(header_top - box_top) <= 2
+    assert browser.execute_script("return document.documentElement.scrollHeight <= window.innerHeight + 1")
+    assert _in_viewport(browser, browser.find_elements(By.CSS_SELECTOR, "#conversation .answer")[-1])
+
+    browser.set_window_size(600, 900)  # A narrow window stacks the panels: the answer comes first.
+    try:
+        _ask(browser, "which country?")
+        assert _in_viewport(browser, browser.find_elements(By.CSS_SELECTOR, "#conversation .answer")[-1])
+    finally:
+        browser.set_window_size(1200, 900)
+
+
+def test_the_page_has_an_icon_and_no_missing_resource(page):
+    browser, url, _ = page
+    browser.get(url)  # A fresh load; its console is what the check below reads.
+    _wait(browser).until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+    icon = browser.execute_script("return document.querySelector('link[rel=icon]').href")
+    assert icon == f"{url}/static/favicon.svg"
+    statuses = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const paths = [arguments[0], "/favicon.ico"];
+        Promise.all(paths.map((path) => fetch(path).then((response) => response.status))).then(done);""",
+        icon)
+    assert statuses == [200, 200]
+    assert not [entry for entry in browser.get_log("browser") if "404" in entry["message"]]

@@ -1,6 +1,7 @@
 // The page's behaviour: choose a table, ask, follow up, start over. Every call goes to the JSON
 // endpoints of tapas_tf/inference/web_app.py; the server renders the marked table (the same
-// rendering as `python -m tapas_tf.ask --html`), and this script only places it.
+// rendering as `python -m tapas_tf.ask --html`) and words the answer (`web_sessions.answer_view`);
+// this script places them, numbers the table's rows and keeps the latest answer in view.
 "use strict";
 
 let sessionId = null;  // The server keeps the table and the conversation under this id.
@@ -53,6 +54,58 @@ function fillList(list, items) {
   }));
 }
 
+/** Puts a server-rendered table in its box, with each body row's number (0-based, as the ask API
+ * and `python -m tapas_tf.ask` count rows) in a first column that stays in view. */
+function placeTable(tableHtml) {
+  const box = byId("table");
+  box.innerHTML = tableHtml;  // Rendered and escaped by the server.
+  const table = box.querySelector("table");
+  if (!table) {
+    return;
+  }
+  const corner = document.createElement("th");
+  corner.className = "row-number";
+  corner.scope = "col";
+  corner.textContent = "#";
+  corner.title = "Row number (the first row is 0)";
+  table.querySelector("thead tr")?.prepend(corner);
+  for (const row of table.querySelectorAll("tbody tr")) {
+    const number = document.createElement("th");
+    number.className = "row-number";
+    number.scope = "row";
+    number.textContent = row.querySelector("td[data-row]")?.dataset.row ?? "";
+    row.prepend(number);
+  }
+}
+
+/** Scrolls the table's box (not the page) so that the first highlighted cell shows. */
+function revealSelected() {
+  const box = byId("table");
+  const cell = box.querySelector("td.selected");
+  if (!cell) {
+    return;
+  }
+  const boxTop = box.getBoundingClientRect().top + (box.querySelector("thead")?.offsetHeight ?? 0);
+  const cellRect = cell.getBoundingClientRect();
+  if (cellRect.top < boxTop || cellRect.bottom > box.getBoundingClientRect().bottom) {
+    box.scrollTop += cellRect.top - boxTop - cellRect.height;
+  }
+}
+
+/** Adds notes about the table that it does not show yet: each is said once per table. */
+function addTableNotes(notes) {
+  const list = byId("table-notes");
+  const shown = new Set(Array.from(list.children, (item) => item.textContent));
+  for (const note of notes) {
+    if (!shown.has(note)) {
+      const item = document.createElement("li");
+      item.textContent = note;
+      list.append(item);
+      shown.add(note);
+    }
+  }
+}
+
 /** Shows a table view (`web_sessions.table_view`): its name, size, notes and cells. */
 function showTable(view) {
   sessionId = view.session;
@@ -60,7 +113,9 @@ function showTable(view) {
   byId("table-info").textContent = `${view.name}: ${view.rows.toLocaleString()} rows, ` +
     `${view.columns.toLocaleString()} columns`;
   fillList(byId("table-notes"), view.notes);
-  byId("table").innerHTML = view.table_html;  // Rendered and escaped by the server.
+  placeTable(view.table_html);
+  byId("table").scrollTop = 0;
+  byId("welcome").hidden = true;
   byId("conversation-panel").hidden = false;
   byId("table-panel").hidden = false;
 }
@@ -69,10 +124,17 @@ function paragraph(className, text) {
   const element = document.createElement("p");
   element.className = className;
   element.textContent = text;
+  element.hidden = !text;
   return element;
 }
 
-/** Appends one answer (`web_sessions.answer_view`) to the visible conversation. */
+function formatMs(ms) {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** Appends one answer (`web_sessions.answer_view`) to the visible conversation, in plain words:
+ * the answer, how an aggregation got its value, the notes that matter to it, who answered, and
+ * the rest folded under "Details". */
 function addAnswer(view, roundTripMs) {
   const item = document.createElement("li");
   item.dataset.turn = view.turn;
@@ -80,15 +142,28 @@ function addAnswer(view, roundTripMs) {
   item.dataset.roundTripMs = roundTripMs.toFixed(1);
   const notes = document.createElement("ul");
   notes.className = "notes";
-  fillList(notes, view.diagnostics);
+  fillList(notes, view.answer_notes);
+  const details = document.createElement("details");
+  const summary = document.createElement("summary");
+  summary.textContent = "Details";
+  const detailList = document.createElement("ul");
+  fillList(detailList, [...view.details, `The model took ${formatMs(view.elapsed_ms)}; the answer reached ` +
+    `this page after ${formatMs(roundTripMs)}.`]);
+  details.append(summary, detailList);
   item.append(
     paragraph("question", `Q: ${view.question}`),
-    paragraph("answer", `A: ${view.summary}`),
-    paragraph("operator", view.operator_line),
+    paragraph("answer", `A: ${view.answer_line}`),
+    paragraph("operator", view.working),
     notes,
-    paragraph("timing", `answered in ${Math.round(roundTripMs)} ms (model ${Math.round(view.elapsed_ms)} ms)`),
+    paragraph("timing", `${view.answered_by} in ${formatMs(roundTripMs)}`),
+    details,
   );
-  byId("conversation").append(item);
+  const conversation = byId("conversation");
+  conversation.querySelector("li.latest")?.classList.remove("latest");
+  item.classList.add("latest");
+  conversation.append(item);
+  conversation.scrollTop = conversation.scrollHeight;  // The latest answer stays in view ...
+  item.scrollIntoView({block: "nearest"});                // ... also when the panels stack.
 }
 
 async function loadTable(request) {
@@ -117,8 +192,10 @@ async function ask(event) {
   const started = performance.now();
   try {
     const view = await postJSON("/api/ask", {session: sessionId, question: byId("question").value});
+    placeTable(view.table_html);
+    addTableNotes([...view.notes, ...view.table_notes]);
     addAnswer(view, performance.now() - started);
-    byId("table").innerHTML = view.table_html;
+    revealSelected();
     byId("question").value = "";
   } catch (error) {
     showError(error.message);
@@ -154,7 +231,11 @@ async function start() {
   byId("new-conversation").addEventListener("click", newConversation);
   try {
     const info = await call("/api/info");
-    byId("model").textContent = `model: ${info.model || "(unnamed)"}; a cell is selected above p = ${info.threshold}`;
+    const model = byId("model");
+    const who = info.model ? `${info.model}, a TAPAS model` : "a TAPAS model";
+    model.textContent = `Questions are answered by ${who} that reads the table and highlights the cells ` +
+      "of the answer.";
+    model.title = `A cell is highlighted when the model's probability for it is above ${info.threshold}.`;
     byId("example").replaceChildren(...info.examples.map((name) => new Option(name, name)));
   } catch (error) {
     showError(error.message);
