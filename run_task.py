@@ -17,23 +17,27 @@ options know them; any other unknown flag is an error naming the nearest known o
 
 Errors are one line, `run_task.py: error: ...`, naming the flag, path or value and what to do; the
 exit code is 2 for a wrong command line and 1 for anything else. Pass --verbosity=debug (or a
-number >= 1), or set TAPAS_TF_DEBUG=1, to see the traceback as well.
+number >= 1), or set TAPAS_TF_DEBUG=1, to see the traceback as well, and TensorFlow's C++
+start-up lines, which are hidden otherwise (`tapas_tf.cli`).
 """
 
-import difflib
 import json
 import logging
 import os
-import re
 import sys
 import traceback
-from typing import Callable, Dict, FrozenSet, List, NoReturn, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
-from absl import app, flags
-from absl.logging import converter as absl_levels
+from tapas_tf import cli
 
-from tapas_tf.data.paths import ensure_writable_dir
-from tapas_tf.tasks import Task
+if __name__ == "__main__":
+    cli.quiet_tensorflow()  # First: TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads.
+
+from absl import app, flags  # noqa: E402
+from absl.logging import converter as absl_levels  # noqa: E402
+
+from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
+from tapas_tf.tasks import Task  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -51,8 +55,13 @@ flags.DEFINE_integer("max_column_id", 32, "Tables need fewer columns than this."
 flags.DEFINE_integer("max_row_id", 64, "Tables need fewer body rows than this (see drop_rows_to_fit).")
 flags.DEFINE_integer("cell_trim_length", -1, "Fixed per-cell token cap; -1 chooses the largest that fits.")
 flags.DEFINE_bool("strip_column_names", False, "Encode header cells as [EMPTY].")
-flags.DEFINE_bool("drop_rows_to_fit", False,
-                  "Drop trailing rows of tables that do not fit instead of dropping the question.")
+flags.DEFINE_bool("drop_rows_to_fit", None,
+                  "Drop trailing rows of tables that do not fit (in --max_seq_length tokens, or with "
+                  "--max_row_id rows or more) instead of dropping the question. Default: on for the "
+                  "evaluation splits (dev, test: every question is converted and predicted), off for "
+                  "train (a question that does not fit is dropped and counted), for every task; "
+                  "--drop_rows_to_fit or --nodrop_rows_to_fit sets it for every split. The conversion "
+                  "report says per split whether rows were dropped and in how many questions.")
 
 # --- predict, predict_and_evaluate ---
 flags.DEFINE_string("train_release_file", None,
@@ -144,12 +153,10 @@ flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
 
 
 PROG = "run_task.py"
-USAGE_EXIT_CODE = 2  # A wrong command line, as argparse exits.
-ERROR_EXIT_CODE = 1  # Anything else: a missing or damaged file, an unwritable directory, bad data.
-DEBUG_ENV = "TAPAS_TF_DEBUG"
+USAGE_EXIT_CODE = cli.USAGE_EXIT_CODE  # 2: a wrong command line, as argparse exits.
+ERROR_EXIT_CODE = cli.ERROR_EXIT_CODE  # 1: a missing or damaged file, an unwritable directory, bad data.
+DEBUG_ENV = cli.DEBUG_ENV
 DEBUG_HINT = f"(rerun with --verbosity=debug or {DEBUG_ENV}=1 for the traceback)"
-# absl's -v/--verbosity takes numbers only; these are its names for them (debug is 1).
-VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
 
 
 # --- the modes -------------------------------------------------------------------------------
@@ -177,6 +184,7 @@ def _decoding_flag(task: Task, name: str) -> bool:
 
 
 def _conversion_config():
+    """The conversion options of the flags; drop_rows_to_fit None is resolved per split (`for_split`)."""
     from tapas_tf.features.conversion_config import ConversionConfig
     from tapas_tf.features.vocab import resolve_vocab_file
 
@@ -185,6 +193,19 @@ def _conversion_config():
         max_column_id=FLAGS.max_column_id, max_row_id=FLAGS.max_row_id,
         cell_trim_length=FLAGS.cell_trim_length, strip_column_names=FLAGS.strip_column_names,
         drop_rows_to_fit=FLAGS.drop_rows_to_fit)
+
+
+def _rows_dropped_summary(split: dict) -> str:
+    """How the split treated tables that do not fit, from its report entry."""
+    drop = split["drop_rows_to_fit"]
+    if drop["by_default"]:
+        why = "the default for evaluation splits" if drop["enabled"] else "the default for training splits"
+    else:
+        why = "--drop_rows_to_fit" if drop["enabled"] else "--nodrop_rows_to_fit"
+    if drop["enabled"]:
+        questions = drop["questions"]
+        return f"rows dropped to fit in {questions} question{'' if questions == 1 else 's'} ({why})"
+    return f"rows not dropped to fit ({why}; questions that do not fit are dropped)"
 
 
 def create_data(task: Task, pipeline_args: List[str]) -> None:
@@ -196,10 +217,11 @@ def create_data(task: Task, pipeline_args: List[str]) -> None:
     report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args,
                              train_file_name=FLAGS.train_release_file)
     for name, split in report["splits"].items():
-        logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s%s",
+        logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s; %s%s",
                      name, split["examples_written"], split["questions_read"],
                      sum(split["lines"]["skipped"].values()), split["lines_read"],
                      json.dumps(split["lines"]["skipped"] | split["skipped"]), json.dumps(split["dropped"]),
+                     _rows_dropped_summary(split),
                      "" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)")
     logging.info("Report: %s", os.path.join(FLAGS.output_dir, REPORT_FILE))
 
@@ -257,7 +279,8 @@ def _qa_model_config(task: Task, base):
 def _predict(task: Task, evaluate: bool) -> None:
     """Predicts --predict_split with --model_dir; see tapas_tf.inference.sequential.predict_model_dir.
 
-    The conversion options come from the flags, with fail_on_dropped_answers off.
+    The conversion options come from the flags, with fail_on_dropped_answers off; rows are dropped
+    to fit as create_data drops them for the split (by default: for dev and test, not for train).
     """
     _require("model_dir")
     if not FLAGS.interactions_file:
@@ -273,7 +296,8 @@ def _predict(task: Task, evaluate: bool) -> None:
     # The layout create_data writes.
     interactions_file = FLAGS.interactions_file or os.path.join(
         FLAGS.output_dir, "interactions", f"{FLAGS.predict_split}.tfrecord")
-    predict_model_dir(FLAGS.model_dir, interactions_file, FLAGS.predict_split, _conversion_config(),
+    conversion_config = _conversion_config().for_split(is_training=FLAGS.predict_split == "train")
+    predict_model_dir(FLAGS.model_dir, interactions_file, FLAGS.predict_split, conversion_config,
                       checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
                       jit_compile=FLAGS.predict_jit_compile,
@@ -374,7 +398,7 @@ def _check_built(task: Task, mode: str) -> None:
 
 def _our_flags() -> List[str]:
     """The flags of this CLI and of absl ("--max_seq_length", "--verbosity", ...)."""
-    return [f"--{name}" for name in FLAGS]
+    return cli.absl_flag_names()
 
 
 def _check_extra_args(mode: str, extra_args: List[str]) -> None:
@@ -398,8 +422,7 @@ def _check_extra_args(mode: str, extra_args: List[str]) -> None:
     flag = argument.split("=", 1)[0]
     if flag in beam_options.known_beam_flags():
         raise app.UsageError(f"{flag} is a Beam pipeline option; only --mode=create_data runs a pipeline")
-    suggestion = beam_options.nearest_flag(argument, _our_flags())
-    raise app.UsageError(str(beam_options.UnknownPipelineArgError(argument, suggestion)))  # Same wording.
+    raise app.UsageError(cli.unknown_flag_message(argument, cli.nearest_flag(argument, _our_flags())))
 
 
 def _run_mode(argv: List[str]) -> None:
@@ -431,24 +454,6 @@ def _user_error_types() -> Tuple[type, ...]:
     return types
 
 
-def _one_line(error: BaseException) -> str:
-    """The message of `error` on one line; TensorFlow's without its op and function names."""
-    message = getattr(error, "message", None)  # TensorFlow's OpError: str() would add the op's name.
-    if not isinstance(message, str):
-        message = str(error)
-    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
-    message = re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.DOTALL)
-    return " ".join(message.split()) or type(error).__name__
-
-
-def _fail(message: str, exit_code: int, hint: Optional[str] = None) -> NoReturn:
-    """Prints `run_task.py: error: MESSAGE` (and an indented hint line) and exits."""
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    if hint:
-        print(f"  {hint}", file=sys.stderr)
-    sys.exit(exit_code)
-
-
 def main(argv: List[str]) -> None:
     """Runs the mode; wrong input or environment ends in one line and a non-zero exit."""
     try:
@@ -456,46 +461,14 @@ def main(argv: List[str]) -> None:
     except app.UsageError as e:
         if _debug_requested():
             traceback.print_exc()
-        _fail(_one_line(e), USAGE_EXIT_CODE)
+        cli.fail(PROG, cli.one_line(e), USAGE_EXIT_CODE)
     except Exception as e:  # noqa: BLE001  Bugs are re-raised below, with their traceback.
         if not isinstance(e, _user_error_types()):
             raise
         debug = _debug_requested()
         if debug:
             traceback.print_exc()
-        _fail(_one_line(e), ERROR_EXIT_CODE, hint=None if debug else DEBUG_HINT)
-
-
-def _verbosity_names_as_numbers(argv: List[str]) -> List[str]:
-    """`--verbosity=debug` -> `--verbosity=1`: absl's flag takes only numbers; its names help."""
-    levels = absl_levels.ABSL_NAMES  # {"DEBUG": 1, "INFO": 0, "WARNING": -1, ...}
-    result = []
-    for arg in argv:
-        name, equals, value = arg.partition("=")
-        if equals and name in VERBOSITY_FLAGS and value.upper() in levels:
-            arg = f"{name}={levels[value.upper()]}"
-        elif not equals and result and result[-1] in VERBOSITY_FLAGS and arg.upper() in levels:
-            arg = str(levels[arg.upper()])  # The value of "--verbosity debug".
-        result.append(arg)
-    return result
-
-
-def _flag_error_message(error: flags.Error) -> str:
-    """absl's message without its "flag " prefix, plus the nearest value of an enum flag.
-
-    absl words a bad value as "flag --mode=trian: value should be one of <...>".
-    """
-    message = _one_line(error)
-    match = re.match(r"flag --(\w+)=(.*?): ", message)
-    if not match:
-        return message
-    message = message[len("flag "):]
-    name, value = match.groups()
-    choices = getattr(FLAGS[name].parser, "enum_values", None) if name in FLAGS else None
-    nearest = difflib.get_close_matches(value, choices or [], n=1, cutoff=0.5)
-    if nearest:
-        message += f"; did you mean --{name}={nearest[0]}?"
-    return message
+        cli.fail(PROG, cli.one_line(e), ERROR_EXIT_CODE, hint=None if debug else DEBUG_HINT)
 
 
 def _parse_flags(argv: List[str]) -> List[str]:
@@ -503,16 +476,12 @@ def _parse_flags(argv: List[str]) -> List[str]:
 
     A bad value (--mode=trian, --max_seq_length=abc) exits with one line, not absl's traceback.
     """
-    try:
-        return FLAGS(_verbosity_names_as_numbers(argv), known_only=True)
-    except flags.Error as e:
-        _fail(_flag_error_message(e), USAGE_EXIT_CODE)
+    return cli.parse_absl_flags(PROG, argv, unknown_flags_allowed=True)
 
 
 def run() -> None:
-    if any(arg in ("-h", "-?", "--help", "--helpshort") for arg in sys.argv[1:]):
-        app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)  # absl's own --help exits 1.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    cli.exit_with_help_if_asked(sys.argv)
+    cli.plain_absl_logging()
     app.run(main, argv=sys.argv, flags_parser=_parse_flags)
 
 

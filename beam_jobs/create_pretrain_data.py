@@ -14,7 +14,8 @@ Stages (`--stage`, default `all`, both in one pipeline):
 - examples: Interactions (those of extract, or `--input_interactions`, e.g. Google's released
   `interactions.txtpb.gz`) -> OUTPUT_DIR/tf_examples/{train,test}-SSSSS-of-NNNNN.tfrecord.
 Then OUTPUT_DIR/pretrain_report.json with every counter. Flags that this job does not define go to
-Beam, if Beam's pipeline options know them.
+Beam, if Beam's pipeline options know them. TensorFlow's C++ start-up lines are hidden unless
+--verbosity=debug (`tapas_tf.cli`).
 """
 
 import argparse
@@ -26,13 +27,19 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions, TestOptions
+from tapas_tf.cli import add_verbosity_flag, log_to_stderr, quiet_tensorflow
 
-from tapas_tf.data.paths import ensure_writable_dir
-from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.features.pretrain_config import PretrainConfig
-from tapas_tf.pipelines import beam_options, pretrain_data, reports, runners
+if __name__ == "__main__":
+    quiet_tensorflow()  # First: TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads.
+
+import apache_beam as beam  # noqa: E402
+from apache_beam.options.pipeline_options import (  # noqa: E402
+    PipelineOptions, SetupOptions, StandardOptions, TestOptions)
+
+from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
+from tapas_tf.data.protos import interaction_pb2  # noqa: E402
+from tapas_tf.features.pretrain_config import PretrainConfig  # noqa: E402
+from tapas_tf.pipelines import beam_options, pretrain_data, reports, runners  # noqa: E402
 
 REPORT_FILE = "pretrain_report.json"
 STAGES = ("all", "extract", "examples")
@@ -149,6 +156,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dupe_factor", type=int, default=10)
     p.add_argument("--random_seed", type=int, default=12345)
     p.add_argument("--test_fraction", type=float, default=0.01)
+    add_verbosity_flag(p)
     return p
 
 
@@ -159,6 +167,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         beam_options.check_pipeline_args(pipeline_args, job_parser._option_string_actions)
     except beam_options.PipelineArgsError as e:
         job_parser.error(str(e))
+    log_to_stderr(args.verbosity)
     try:
         report = run(args, pipeline_args)
     except (ValueError, OSError) as e:
@@ -167,5 +176,4 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO)
     main()

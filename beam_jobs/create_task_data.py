@@ -3,6 +3,10 @@
     python beam_jobs/create_task_data.py --task=SQA --input_dir=DIR --output_dir=DIR \
         --vocab_file=vocab.txt [--runner=DirectRunner --direct_num_workers=2 ...]
 
+Rows of tables that do not fit are dropped in dev and test (so that every evaluation question is
+converted) and not in train, unless --drop_rows_to_fit or --nodrop_rows_to_fit sets it for every
+split. TensorFlow's C++ start-up lines are hidden unless --verbosity=debug (`tapas_tf.cli`).
+
 Writes, per split: `interactions/{split}.tfrecord`, `tf_examples/{split}.tfrecord`
 and `failures/{split}.tsv` (file, lines, question id, reason, message: every input line or
 question that did not become an example), then `conversion_report.json`, which accounts for
@@ -12,19 +16,23 @@ every line and question of every split (docs/DATA_CONTRACT.md).
 import argparse
 import functools
 import json
-import logging
 import os
 from typing import Optional, Sequence
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from tapas_tf.cli import add_verbosity_flag, log_to_stderr, quiet_tensorflow
 
-from tapas_tf.data.paths import ensure_writable_dir
-from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers import sqa, wikisql, wtq
-from tapas_tf.features.conversion_config import ConversionConfig
-from tapas_tf.pipelines import beam_options, classifier_data, reports, runners, task_files
-from tapas_tf.tasks import Split, Task
+if __name__ == "__main__":
+    quiet_tensorflow()  # First: TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads.
+
+import apache_beam as beam  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+
+from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
+from tapas_tf.data.protos import interaction_pb2  # noqa: E402
+from tapas_tf.data.readers import sqa, wikisql, wtq  # noqa: E402
+from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
+from tapas_tf.pipelines import beam_options, classifier_data, reports, runners, task_files  # noqa: E402
+from tapas_tf.tasks import Split, Task  # noqa: E402
 
 REPORT_FILE = reports.REPORT_FILE
 
@@ -64,7 +72,7 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
     """Adds every split's read -> annotate -> convert -> write chain to `root`."""
     for split in splits:
         paths = task_files.split_paths(output_dir, split.name)
-        split_config = ConversionConfig(**{**config.__dict__, "fail_on_dropped_answers": split.is_training})
+        split_config = config.for_split(split.is_training)  # drop_rows_to_fit None: dev and test only.
         source = os.path.join(input_dir, split.file_name)
         read = root | f"{split.name}/Read" >> classifier_data.ReadReleaseFile(
             source, input_dir, _release_file(task, split))
@@ -89,6 +97,8 @@ def run_create_data(task: Task, input_dir: str, output_dir: str, config: Convers
                     train_file_name: Optional[str] = None) -> dict:
     """Runs the job and writes `conversion_report.json`; returns the report.
 
+    `config.drop_rows_to_fit` None drops rows to fit in the evaluation splits (dev, test) only,
+    so that every evaluation question is converted; True or False holds for every split.
     `train_file_name` replaces the task's train split file (WTQ's `training.tsv`)."""
     splits = task_files.available_splits(task, input_dir, train_file_name)
     check_inputs(task, input_dir, splits)
@@ -99,7 +109,7 @@ def run_create_data(task: Task, input_dir: str, output_dir: str, config: Convers
     result = pipeline.run()
     result.wait_until_finish()
     report = {"task": task.value, "input_dir": input_dir, "config": config.__dict__,
-              **reports.collect_report(result, splits, output_dir)}
+              **reports.collect_report(result, splits, output_dir, config)}
     with open(os.path.join(output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report
@@ -116,14 +126,20 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--max_row_id", type=int, default=64)
     parser.add_argument("--cell_trim_length", type=int, default=-1)
     parser.add_argument("--strip_column_names", action="store_true")
-    parser.add_argument("--drop_rows_to_fit", action="store_true")
+    parser.add_argument("--drop_rows_to_fit", action="store_true", default=None,
+                        help="Drop trailing rows of tables that do not fit, in every split; default: in dev "
+                             "and test only (every evaluation question is converted).")
+    parser.add_argument("--nodrop_rows_to_fit", dest="drop_rows_to_fit", action="store_false",
+                        help="Drop the questions whose tables do not fit, in every split.")
     parser.add_argument("--train_release_file", default=None,
                         help="The train split's file in --input_dir instead of the task's (WTQ: training.tsv).")
+    add_verbosity_flag(parser)
     args, pipeline_args = parser.parse_known_args(argv)
     try:
         beam_options.check_pipeline_args(pipeline_args, parser._option_string_actions)
     except beam_options.PipelineArgsError as e:
         parser.error(str(e))  # One line and exit 2, as for our own flags.
+    log_to_stderr(args.verbosity)
     from tapas_tf.features.vocab import resolve_vocab_file
 
     config = ConversionConfig(
@@ -137,5 +153,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO)
     main()

@@ -5,10 +5,11 @@
     python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
     python -m tapas_tf.ask ... --html=answer.html "..."                  # also a self-contained page
 
-Prints the answer (with the executed value of SUM, AVERAGE or COUNT) and the table with the
-selected cells as *text*. In a conversation each question sees the previous answer; `:new`
-starts over, `:quit` or the end of input stops. The model and decoding flags are
-`tapas_tf.model_flags`'s.
+Prints the answer (with the executed value of SUM, AVERAGE or COUNT) and the table with the selected
+cells as *text*, or with --json one JSON line per answer and nothing else on stdout (prompts and
+messages go to stderr). In a conversation each question sees the previous answer; `:new` starts
+over, `:quit` or the end of input stops. Errors are one line, `ask: error: ...`, exit 2 for a wrong
+command line, else 1 (a bad table fails before the model loads). -v debug: TensorFlow's C++ logs too.
 """
 
 import os
@@ -17,40 +18,42 @@ from typing import List
 
 from absl import app, flags
 
-from tapas_tf import model_flags
+from tapas_tf import cli, model_flags
 
+PROG = "ask"
 FLAGS = flags.FLAGS
 flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
-flags.DEFINE_string("html", None, "Also write the answers and the table as a self-contained HTML page.")
+flags.DEFINE_string("html", None, "Also write every answer and the table as a self-contained HTML page.")
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
                   "related to the question (else refuse it).")
 flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with answers are always shown).")
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on CPUs "
                   "with AVX512_BF16 or AMX; probabilities move by about 1e-2.")
 flags.DEFINE_bool("json", False, "Print each answer as one JSON line instead of the marked table.")
+flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --threshold, ... too.
 
 
 def main(argv: List[str]) -> None:
-    if not FLAGS.table:
-        print("ask: error: --table is required", file=sys.stderr)
-        sys.exit(2)
-    from tapas_tf.inference.console import Console
-    from tapas_tf.inference.table_qa import AskError, TableQA
+    from tapas_tf.inference.console import Console, read_table_file
+    from tapas_tf.inference.tables import AskError
 
-    console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
+    question = " ".join(argv[1:]).strip()
+    if not FLAGS.table or (argv[1:] and not question):
+        cli.fail(PROG, "the question is empty; ask one, or none for a conversation on stdin" if FLAGS.table
+                 else "--table is required (ask --help lists the flags)", cli.USAGE_EXIT_CODE)
     try:
+        table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
+        from tapas_tf.inference.table_qa import TableQA
+
         qa = TableQA.from_model_dir(prune=FLAGS.prune, precision=FLAGS.precision, **model_flags.table_qa_options())
-        chat = qa.conversation(FLAGS.table)
-        question = " ".join(argv[1:]).strip()
-        if question:
-            chat.ask(question)
-            console.show(chat.table.table, chat.history)
-        else:
-            console.converse(chat, sys.stdin, prompt=sys.stdin.isatty())
+        console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
+        console.run(qa.conversation(table), question, sys.stdin)
     except (AskError, FileNotFoundError, ValueError) as e:
-        print(f"ask: error: {e}", file=sys.stderr)
-        sys.exit(1)
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.quiet_tensorflow()  # Before TensorFlow loads (main imports it; nothing above does).
+    cli.exit_with_help_if_asked(sys.argv)
+    cli.plain_absl_logging()
+    app.run(main, argv=sys.argv, flags_parser=lambda argv: cli.parse_absl_flags(PROG, argv))

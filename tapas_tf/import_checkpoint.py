@@ -4,14 +4,20 @@
     python -m tapas_tf.import_checkpoint --format=tf1 --source=RELEASE_DIR_OR_ZIP --model_dir=OUT \\
         --task=SQA --model_options='{"reset_position_index_per_cell": true}'
 
-What is imported, and how strictly: `tapas_tf.checkpoints.importer`.
+What is imported, and how strictly: `tapas_tf.checkpoints.importer`. -v debug: TensorFlow's C++ logs too.
 """
 
 import argparse
 import sys
 from typing import Optional, Sequence
 
-from tapas_tf.checkpoints import importer
+from tapas_tf import cli
+
+if __name__ == "__main__":  # First: the importer loads TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL once.
+    cli.quiet_tensorflow()
+    cli.log_to_stderr(cli.requested_verbosity(sys.argv) or 0)  # Plain log lines; argparse checks -v.
+
+from tapas_tf.checkpoints import importer  # noqa: E402
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -28,6 +34,7 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--model_options", default=None, help="JSON object of TapasConfig fields, applied last.")
     parser.add_argument("--target", default="auto", choices=importer.TARGETS,
                         help="Model class to build (default: auto).")
+    cli.add_verbosity_flag(parser)
     return parser.parse_args(list(argv))
 
 

@@ -3,7 +3,9 @@
     python -m tapas_tf.serve                               # the bundled model, http://127.0.0.1:8000
     python -m tapas_tf.serve --model_dir=MODEL_DIR --port=8080
 
-Upload a CSV file (or load an example table), ask, follow up, start a new conversation.
+Upload a CSV file (or load an example table), ask, follow up, start a new conversation. Errors are
+one line, `serve: error: ...` (exit 2 for a wrong command line); --verbosity=debug also shows
+TensorFlow's C++ start-up lines.
 """
 
 import sys
@@ -11,8 +13,9 @@ from typing import List
 
 from absl import app, flags
 
-from tapas_tf import model_flags
+from tapas_tf import cli, model_flags
 
+PROG = "serve"
 FLAGS = flags.FLAGS
 flags.DEFINE_string("host", "127.0.0.1", "Address to listen on. The default is reachable from this machine "
                     "only; the page has no login, so expose it (0.0.0.0) only on a trusted network.")
@@ -23,15 +26,14 @@ flags.DEFINE_integer("max_table_rows", 10_000, "The most body rows of an uploade
 flags.DEFINE_integer("max_upload_mb", 5, "The largest CSV file accepted, in MiB.")
 flags.DEFINE_bool("warm_up", True, "Trace the model at every sequence length before listening (seconds at "
                   "start-up, so that no question waits for it).")
+flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --threshold, ... too.
 
 
 def main(argv: List[str]) -> None:
     try:
         from tapas_tf.inference import web_app, web_sessions
     except ImportError as e:
-        print(f"serve: error: {e.name} is missing; install the web extra: pip install 'tapas-tf[web]'",
-              file=sys.stderr)
-        sys.exit(1)
+        cli.fail(PROG, f"{e.name} is missing; install the web extra: pip install 'tapas-tf[web]'", cli.ERROR_EXIT_CODE)
     from tapas_tf.inference.table_qa import TableQA
 
     try:
@@ -40,11 +42,14 @@ def main(argv: List[str]) -> None:
         qa = TableQA.from_model_dir(**model_flags.table_qa_options())
         web = web_app.create_app(qa, limits, qa.name)
     except (FileNotFoundError, ValueError) as e:
-        print(f"serve: error: {e}", file=sys.stderr)
-        sys.exit(1)
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     if FLAGS.warm_up:
         qa.warm_up()
     web_app.run_server(web, FLAGS.host, FLAGS.port)
 
+
 if __name__ == "__main__":
-    app.run(main)
+    cli.quiet_tensorflow()  # Before TensorFlow loads (main imports it; nothing above does).
+    cli.exit_with_help_if_asked(sys.argv)
+    cli.plain_absl_logging()
+    app.run(main, argv=sys.argv, flags_parser=lambda argv: cli.parse_absl_flags(PROG, argv))

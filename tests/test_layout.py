@@ -30,15 +30,19 @@ ALLOWED = {
     "features": {"data"},
     "models": {"features.example_features"},
     "checkpoints": {"models", "tasks"},
-    "pipelines": {"data", "wikipedia", "features", "tasks"},
+    "pipelines": {"data", "wikipedia", "features", "tasks", "cli"},
     "training": {"features", "models", "checkpoints", "tasks"},
     "inference": {"data", "features", "models", "checkpoints", "tasks"},
     "tasks": set(),
-    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks"},
+    "cli": set(),
+    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "cli"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference", "beam_jobs"}
-# Root modules beside __init__: the shared task presets and thin command lines.
-ROOT_MODULES = {"tasks", "import_checkpoint", "init_from_bert", "sample_data", "ask", "serve", "model_flags"}
+# Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
+# no imports of ours, so the data jobs may use it too), and thin command lines.
+SHARED_ROOT_MODULES = {"tasks", "cli"}
+ROOT_MODULES = SHARED_ROOT_MODULES | {"import_checkpoint", "init_from_bert", "sample_data", "ask", "serve",
+                                      "model_flags"}
 CLI_MAX_LINES = 60
 
 
@@ -84,7 +88,7 @@ def _is_module(name: str) -> bool:
 
 def _allowed(importer: str, imported: str) -> bool:
     room = _room(importer)
-    if importer == "tapas_tf" or room in ROOT_MODULES - {"tasks"}:
+    if importer == "tapas_tf" or room in ROOT_MODULES - SHARED_ROOT_MODULES:
         return True  # The public API surface and the command lines sit on top.
     if imported == "tapas_tf":
         return False  # ...so no room may import them.
@@ -127,7 +131,7 @@ def test_package_root_holds_only_the_api_presets_and_thin_command_lines():
     subpackages = {name for name in os.listdir(package_dir)
                    if os.path.isfile(os.path.join(package_dir, name, "__init__.py"))}
     assert subpackages == SUBPACKAGES - {"models", "beam_jobs"}
-    for cli in ROOT_MODULES - {"tasks"}:
+    for cli in ROOT_MODULES - SHARED_ROOT_MODULES:
         with open(os.path.join(package_dir, cli + ".py"), encoding="utf-8") as f:
             assert len(f.readlines()) <= CLI_MAX_LINES, f"tapas_tf/{cli}.py should only parse flags and call"
 
@@ -213,5 +217,5 @@ def test_wheel_has_one_top_level_package(tmp_path):
     for path in ("tapas_tf/models/qa_model.py", "tapas_tf/beam_jobs/create_task_data.py",
                  "tapas_tf/data/protos/interaction.proto", "tapas_tf/inference/execution.py",
                  "tapas_tf/inference/web_static/index.html", "tapas_tf/inference/web_static/app.js",
-                 "tapas_tf/inference/web_static/style.css"):
+                 "tapas_tf/inference/web_static/style.css", "tapas_tf/inference/web_static/favicon.svg"):
         assert path in names

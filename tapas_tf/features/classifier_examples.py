@@ -60,6 +60,9 @@ class ExampleConverter:
     """Converts the questions of interactions into classifier examples."""
 
     def __init__(self, config: ConversionConfig, tokenizer=None):
+        if config.drop_rows_to_fit is None:
+            raise ValueError("drop_rows_to_fit=None means 'by split': convert with "
+                             "config.for_split(is_training) instead")
         if tokenizer is None:
             from tapas_tf.features.tokenization import TapasTokenizer
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import enum
+from typing import Optional
 
 # Sizes of the seven token-type embedding tables (DESIGN.md); ids and ranks
 # must stay below them.
@@ -47,7 +48,10 @@ class ConversionConfig:
       cell_trim_length: if >= 0, the fixed per-cell token cap; otherwise the
         largest cap that fits is chosen per question.
       drop_rows_to_fit: drop trailing rows when one token per cell does not fit
-        (or when there are too many rows) instead of failing the question.
+        (or when there are too many rows) instead of failing the question. None
+        means "by split", resolved by `for_split` before any conversion: on for
+        evaluation splits (every dev and test question is converted), off for
+        training (what the command lines default to); a converter refuses None.
       fail_on_dropped_answers: a question whose answer cells were dropped to fit
         fails with ANSWER_DROPPED_TO_FIT (right for training data, where such an
         example would teach a wrong label); otherwise it is kept and counted.
@@ -60,7 +64,7 @@ class ConversionConfig:
     max_row_id: int = 64
     strip_column_names: bool = False
     cell_trim_length: int = -1
-    drop_rows_to_fit: bool = False
+    drop_rows_to_fit: Optional[bool] = False
     fail_on_dropped_answers: bool = True
 
     def __post_init__(self):
@@ -76,6 +80,16 @@ class ConversionConfig:
                 f"got {self.max_row_id}")
         if self.cell_trim_length == 0:
             raise ValueError("cell_trim_length 0 would drop every cell; use -1 for no fixed cap")
+
+    def for_split(self, is_training: bool) -> "ConversionConfig":
+        """The options for converting a training or an evaluation split.
+
+        drop_rows_to_fit None becomes `not is_training` (True or False stay as they are), and
+        fail_on_dropped_answers is `is_training`: a training example whose answer cells were
+        dropped would teach a wrong label, an evaluation question is kept and counted.
+        """
+        drop = (not is_training) if self.drop_rows_to_fit is None else self.drop_rows_to_fit
+        return dataclasses.replace(self, drop_rows_to_fit=drop, fail_on_dropped_answers=is_training)
 
     @property
     def max_rank(self) -> int:

@@ -9,5 +9,6 @@ counters into the job's JSON report, `runners` chooses the runner and
 `beam_options` checks the arguments meant for Beam against its options. The jobs in
 `beam_jobs/` only parse options and compose these.
 
-May import: `tapas_tf.data`, `tapas_tf.wikipedia`, `tapas_tf.features`, `tapas_tf.tasks`.
+May import: `tapas_tf.data`, `tapas_tf.wikipedia`, `tapas_tf.features`, `tapas_tf.tasks`, and
+`tapas_tf.cli` (the command lines' shared flag helpers).
 """

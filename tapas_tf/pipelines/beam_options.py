@@ -14,11 +14,13 @@ The parser knows the options of every PipelineOptions subclass imported by then:
 """
 
 import argparse
-import difflib
 from typing import Iterable, List, Optional, Sequence
 
 import apache_beam  # noqa: F401  Registers Beam's PipelineOptions subclasses, as a pipeline run would.
 from apache_beam.options import pipeline_options
+
+# The nearest-flag suggestion and its wording are every command line's (`tapas_tf.cli`).
+from tapas_tf.cli import nearest_flag, unknown_flag_message
 
 
 class PipelineArgsError(ValueError):
@@ -36,11 +38,7 @@ class UnknownPipelineArgError(PipelineArgsError):
     def __init__(self, argument: str, suggestion: Optional[str]):
         self.argument = argument
         self.suggestion = suggestion
-        kind = "flag" if argument.startswith("-") else "argument"
-        message = f"unknown {kind} {argument}"
-        if suggestion:
-            message += f"; did you mean {suggestion}?"
-        super().__init__(message)
+        super().__init__(unknown_flag_message(argument, suggestion))
 
 
 class _RaisingBeamParser(pipeline_options._BeamArgumentParser):
@@ -72,15 +70,6 @@ def known_beam_flags(parser: Optional[argparse.ArgumentParser] = None) -> List[s
     parser = parser or beam_parser()
     # argparse has no public list of its options; Beam's own suggestions read _actions too.
     return sorted({option for action in parser._actions for option in action.option_strings})
-
-
-def nearest_flag(argument: str, known_flags: Iterable[str]) -> Optional[str]:
-    """The known flag closest to `argument` ("--max_seq_lenght=128" -> "--max_seq_length"), or None."""
-    if not argument.startswith("-"):
-        return None
-    name = "--" + argument.lstrip("-").split("=", 1)[0]
-    matches = difflib.get_close_matches(name, list(known_flags), n=1)
-    return matches[0] if matches else None
 
 
 def check_pipeline_args(args: Sequence[str], other_flags: Iterable[str] = ()) -> None:

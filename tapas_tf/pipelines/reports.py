@@ -8,13 +8,19 @@ Per split, the report accounts for every input line and every question (docs/DAT
 (`lines.tables` counts the lines of WikiSQL's tables files that became tables; the TSV releases
 have 0.) `adds_up` says whether both hold. `fraction_converted` counts each skipped line as a lost
 question: examples_written / (questions_read + sum(lines.skipped)).
+
+`drop_rows_to_fit` says how the split treated tables that do not fit: `enabled` (trailing rows
+were dropped instead of dropping the question), `by_default` (the per-split default chose it: on
+for evaluation splits, off for training; false when the job's options set it), and `questions`
+and `rows`, how many questions had rows dropped and how many rows that was in all.
 """
 
 import logging
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 from apache_beam.metrics.metric import MetricsFilter
 
+from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines.classifier_data import COUNTER_NAMESPACE
 from tapas_tf.pipelines.task_files import split_paths
 from tapas_tf.tasks import Split
@@ -65,12 +71,25 @@ def counter_values(result, step_prefix: str = "") -> Dict[str, int]:
     return dict(sorted(values.items()))
 
 
-def collect_report(result, splits: Sequence[Split], output_dir: str) -> dict:
-    """Counters per split (from the step names, `{split}/...`) as `split_report`s."""
+def rows_dropped_report(split_result: dict, config: ConversionConfig, split: Split) -> dict:
+    """The split's `drop_rows_to_fit` entry: whether rows were dropped to fit, and where."""
+    limits = split_result["limits"]
+    return {"enabled": bool(config.for_split(split.is_training).drop_rows_to_fit),
+            "by_default": config.drop_rows_to_fit is None,
+            "questions": limits.get("examples_with_rows_dropped", 0),
+            "rows": limits.get("limit_rows_dropped", 0)}
+
+
+def collect_report(result, splits: Sequence[Split], output_dir: str,
+                   config: Optional[ConversionConfig] = None) -> dict:
+    """Counters per split (from the step names, `{split}/...`) as `split_report`s; with the job's
+    `config`, each also says whether rows were dropped to fit (`rows_dropped_report`)."""
     report = {"splits": {}}
     for split in splits:
         split_result = split_report(counter_values(result, f"{split.name}/"))
         if not split_result["adds_up"]:
             logging.warning("%s: the counts do not add up (%s); see the failures file", split.name, split_result)
+        if config is not None:
+            split_result["drop_rows_to_fit"] = rows_dropped_report(split_result, config, split)
         report["splits"][split.name] = {**split_result, "files": split_paths(output_dir, split.name)}
     return report

@@ -274,7 +274,7 @@ def test_cli_conversation_on_stdin(trained, trained_qa, tmp_path):
     assert [a["answer"] for a in answers] == ["2", "berlin", "paris, berlin, london"]
     assert answers[1]["cells"][0]["row"] == 1 and answers[1]["cells"][0]["column_name"] == "city"
     html = page.read_text(encoding="utf-8")
-    assert html.count('class="question"') == 1  # The page shows the conversation since :new.
+    assert html.count('class="question"') == 3  # The page keeps every answer, from before :new too.
 
 
 def test_cli_fallback_to_best_cell(trained, trained_qa):

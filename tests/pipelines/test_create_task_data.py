@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -247,3 +248,105 @@ def test_wtq_train_release_file_replaces_the_train_split(tmp_path):
     assert (report["splits"]["train"]["questions_read"], report["splits"]["train"]["examples_written"]) == (5, 3)
     with pytest.raises(FileNotFoundError, match="no-such.tsv: required train file of WTQ"):
         run_create_data(Task.WTQ, str(data), str(tmp_path / "out2"), config, train_file_name="no-such.tsv")
+
+
+# --- Tables too big to fit: evaluation splits drop rows, training drops the question -----------
+
+# 40 body rows: with --max_seq_length=64 not even one token per cell fits.
+BIG_TABLE = "City\tCountry\tPopulation\n" + "".join(f"city{i}\tcountry{i}\t{1000 + i}\n" for i in range(40))
+BIG_SEQ = 64
+
+
+def _wtq_big_table_release(tmp_path):
+    """The small WTQ release plus one question per split on a table too big for BIG_SEQ tokens."""
+    data = _wtq_release(tmp_path)
+    (data / "csv" / "200-csv" / "1.tsv").write_text(BIG_TABLE)
+    with open(data / "random-split-1-train.tsv", "a", encoding="utf-8") as f:
+        f.write("nt-10\twhich city is first?\tcsv/200-csv/1.csv\tcity0\n")
+    with open(data / "random-split-1-dev.tsv", "a", encoding="utf-8") as f:
+        f.write("nt-11\twhich city comes first?\tcsv/200-csv/1.csv\tcity0\n")
+    return data
+
+
+def _create(tmp_path, data, drop_rows_to_fit):
+    config = ConversionConfig(vocab_file=write_test_vocab(str(tmp_path / "vocab.txt")), max_seq_length=BIG_SEQ,
+                              drop_rows_to_fit=drop_rows_to_fit)
+    return run_create_data(Task.WTQ, str(data), str(tmp_path / "out"), config, ["--direct_num_workers=1"])
+
+
+def test_for_split_drops_rows_by_default_for_evaluation_only(tmp_path):
+    config = ConversionConfig(vocab_file="vocab.txt", drop_rows_to_fit=None)
+    assert (config.for_split(is_training=False).drop_rows_to_fit, config.for_split(True).drop_rows_to_fit) == (
+        True, False)
+    assert (config.for_split(False).fail_on_dropped_answers, config.for_split(True).fail_on_dropped_answers) == (
+        False, True)
+    for setting in (True, False):
+        fixed = ConversionConfig(vocab_file="vocab.txt", drop_rows_to_fit=setting)
+        assert fixed.for_split(False).drop_rows_to_fit is fixed.for_split(True).drop_rows_to_fit is setting
+    with pytest.raises(ValueError, match="for_split"):
+        from tapas_tf.features.classifier_examples import ExampleConverter
+
+        ExampleConverter(config, tokenizer=object())
+
+
+def test_cli_default_keeps_every_dev_question_and_says_so(tmp_path):
+    """run_task.py without --drop_rows_to_fit: dev drops rows of the big table, train drops its question."""
+    data, out = _wtq_big_table_release(tmp_path), tmp_path / "out"
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TAPAS_TF_DEBUG")}
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run_task.py"), "--task=WTQ", "--mode=create_data",
+         f"--input_dir={data}", f"--output_dir={out}", f"--vocab_file={vocab}", f"--max_seq_length={BIG_SEQ}",
+         "--direct_num_workers=1"],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.load(open(out / REPORT_FILE))
+    assert report["config"]["drop_rows_to_fit"] is None
+    train, dev = report["splits"]["train"], report["splits"]["dev"]
+    assert (dev["questions_read"], dev["examples_written"], dev["dropped"]) == (3, 3, {})
+    assert dev["drop_rows_to_fit"]["enabled"] and dev["drop_rows_to_fit"]["by_default"]
+    assert dev["drop_rows_to_fit"]["questions"] == 1 and 0 < dev["drop_rows_to_fit"]["rows"] < 40
+    assert dev["limits"]["examples_with_rows_dropped"] == 1
+    # Train as before: the question on the big table is dropped and counted.
+    assert (train["questions_read"], train["examples_written"]) == (6, 3)
+    assert train["dropped"] == {"sequence_too_long": 1}
+    assert train["drop_rows_to_fit"] == {"enabled": False, "by_default": True, "questions": 0, "rows": 0}
+    assert train["adds_up"] and dev["adds_up"]
+    # The log says it, in plain lines; TensorFlow's C++ start-up lines are hidden.
+    dev_line = [line for line in result.stderr.splitlines() if "] dev: " in line][0]
+    assert re.match(r"I \d\d:\d\d:\d\d run_task\.py:\d+\] dev: 3 of 3 questions converted", dev_line), dev_line
+    assert dev_line.endswith("rows dropped to fit in 1 question (the default for evaluation splits)")
+    train_line = [line for line in result.stderr.splitlines() if "] train: " in line][0]
+    assert train_line.endswith("rows not dropped to fit (the default for training splits; questions that do "
+                               "not fit are dropped)")
+    assert not re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] ", result.stderr, re.MULTILINE)
+    assert "oneDNN" not in result.stderr and "cuda" not in result.stderr
+
+
+def test_beam_job_nodrop_rows_to_fit_drops_and_counts_dev_questions_as_before(tmp_path):
+    """beam_jobs/create_task_data.py --nodrop_rows_to_fit: today's drop-and-count, for dev too."""
+    data, out = _wtq_big_table_release(tmp_path), tmp_path / "out"
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TAPAS_TF_DEBUG")}
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "beam_jobs", "create_task_data.py"), "--task=WTQ",
+         f"--input_dir={data}", f"--output_dir={out}", f"--vocab_file={vocab}", f"--max_seq_length={BIG_SEQ}",
+         "--nodrop_rows_to_fit", "--direct_num_workers=1"],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dev = json.load(open(out / REPORT_FILE))["splits"]["dev"]
+    assert (dev["questions_read"], dev["examples_written"], dev["dropped"]) == (3, 2, {"sequence_too_long": 1})
+    assert dev["drop_rows_to_fit"] == {"enabled": False, "by_default": False, "questions": 0, "rows": 0}
+    failures = (out / "failures" / "dev.tsv").read_text().splitlines()
+    assert [line.split("\t")[2:4] for line in failures[1:]] == [["nt-11_0", "sequence_too_long"]]
+    assert not re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] ", result.stderr, re.MULTILINE)
+    assert not re.search(r"^[IWE]\d{4} ", result.stderr, re.MULTILINE)  # No absl thread-id prefixes.
+
+
+def test_drop_rows_to_fit_for_every_split_converts_the_training_question_too(tmp_path):
+    report = _create(tmp_path, _wtq_big_table_release(tmp_path), drop_rows_to_fit=True)
+    train, dev = report["splits"]["train"], report["splits"]["dev"]
+    assert (train["examples_written"], train["dropped"]) == (4, {})  # city0 is in the first row, kept.
+    assert train["drop_rows_to_fit"]["enabled"] and not train["drop_rows_to_fit"]["by_default"]
+    assert train["drop_rows_to_fit"]["questions"] == 1
+    assert (dev["examples_written"], dev["drop_rows_to_fit"]["questions"]) == (3, 1)

@@ -1,0 +1,273 @@
+"""What every command line of tapas-tf shares: a quiet start, plain log lines, one-line flag errors.
+
+    from tapas_tf import cli
+    cli.quiet_tensorflow()   # first, before anything imports TensorFlow
+
+Used by `run_task.py`, `python -m tapas_tf.ask`, `tapas_tf.serve`, `tapas_tf.import_checkpoint`,
+`tapas_tf.init_from_bert` and `beam_jobs/*.py`:
+
+- `quiet_tensorflow` hides TensorFlow's C++ start-up lines ("Could not find cuda drivers",
+  "failed call to cuInit", the oneDNN and CPU-feature notes, tensorflow_text's "CharacterSet
+  built", ...) by setting TF_CPP_MIN_LOG_LEVEL=3. TensorFlow, XLA and TSL read it once, when
+  TensorFlow loads, and cuInit's failure is logged as an ERROR, hence 3. It is left alone when the
+  user set it, or asked for debug output: `--verbosity=debug` (`-v 1`, any level >= 1) or
+  TAPAS_TF_DEBUG=1.
+- Our own log lines are plain: `I 23:38:22 run_task.py:87] message` (level, time, file and line;
+  no date, microseconds or thread id), on absl's handler (`plain_absl_logging`) or, for the
+  argparse command lines, on the root logger (`log_to_stderr`).
+- absl's -v/--verbosity takes numbers only; every command line also takes its names (debug, info,
+  warning, error, fatal): `verbosity_names_as_numbers`, `verbosity_level`.
+- A wrong command line ends in one line, `PROG: error: ...`, exit code 2 (`parse_absl_flags`,
+  `fail`): a mistyped flag names the nearest known one (`nearest_flag`).
+
+Must not import TensorFlow (it runs before TensorFlow loads), nor Beam, nor anything of tapas_tf.
+"""
+
+import argparse
+import difflib
+import logging
+import os
+import re
+import sys
+from typing import Iterable, List, NoReturn, Optional, Sequence
+
+TF_LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
+QUIET_TF_LOG_LEVEL = "3"  # Hides INFO, WARNING and ERROR lines of TensorFlow's C++ code.
+DEBUG_ENV = "TAPAS_TF_DEBUG"
+USAGE_EXIT_CODE = 2  # A wrong command line, as argparse exits.
+ERROR_EXIT_CODE = 1  # Anything else: a missing or damaged file, an unwritable directory, bad data.
+VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
+DEBUG_VERBOSITY = 1  # absl's DEBUG; higher numbers are finer debug levels.
+HELP_FLAGS = ("-h", "-?", "--help", "--helpshort")
+LOG_FORMAT = "%(levelname).1s %(asctime)s %(filename)s:%(lineno)d] %(message)s"
+LOG_TIME_FORMAT = "%H:%M:%S"
+
+
+# --- verbosity ---------------------------------------------------------------------------------
+
+
+def verbosity_level(value: str) -> int:
+    """absl's verbosity of a number or a level name: "debug" -> 1, "warning" -> -1, "2" -> 2.
+
+    Raises ValueError (argparse's `type=` reports it as a bad value) for anything else.
+    """
+    from absl.logging import converter
+
+    names = converter.ABSL_NAMES  # {"DEBUG": 1, "INFO": 0, "WARNING": -1, "ERROR": -2, "FATAL": -3, ...}
+    if value.strip().upper() in names:
+        return names[value.strip().upper()]
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"not a verbosity: {value!r} (a number, or one of "
+                         f"{', '.join(sorted(n.lower() for n in names))})") from None
+
+
+def _flag_arguments(argv: Sequence[str]) -> List[str]:
+    """The arguments after the program name, up to "--" (after it, everything is positional)."""
+    arguments = list(argv[1:])
+    return arguments[:arguments.index("--")] if "--" in arguments else arguments
+
+
+def requested_verbosity(argv: Sequence[str]) -> Optional[int]:
+    """The verbosity that `argv` asks for (the last -v/--verbosity wins), or None.
+
+    `--verbosity=debug`, `--verbosity debug`, `-v 1`, `--v=1` ...; an unreadable value counts as
+    none (the flag parser reports it).
+    """
+    arguments = _flag_arguments(argv)
+    level = None
+    for i, argument in enumerate(arguments):
+        name, equals, value = argument.partition("=")
+        if name not in VERBOSITY_FLAGS:
+            continue
+        if not equals:
+            if i + 1 >= len(arguments):
+                continue
+            value = arguments[i + 1]
+        try:
+            level = verbosity_level(value)
+        except ValueError:
+            continue
+    return level
+
+
+def debug_requested(argv: Optional[Sequence[str]] = None, environ=None) -> bool:
+    """TAPAS_TF_DEBUG=1, or a verbosity of debug (>= 1) in `argv` (default sys.argv)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(DEBUG_ENV, "") not in ("", "0"):
+        return True
+    level = requested_verbosity(sys.argv if argv is None else argv)
+    return level is not None and level >= DEBUG_VERBOSITY
+
+
+def verbosity_names_as_numbers(argv: Sequence[str]) -> List[str]:
+    """`--verbosity=debug` -> `--verbosity=1`, `-v warning` -> `-v -1`: absl's flag takes numbers only."""
+    result: List[str] = []
+    flag_arguments = len(_flag_arguments(argv)) + 1
+    for position, argument in enumerate(argv):
+        if 0 < position < flag_arguments:
+            name, equals, value = argument.partition("=")
+            if equals and name in VERBOSITY_FLAGS and not _is_number(value):
+                argument = f"{name}={_number_or_as_is(value)}"
+            elif not equals and result[-1] in VERBOSITY_FLAGS and not _is_number(argument):
+                argument = _number_or_as_is(argument)  # The value of "--verbosity debug".
+        result.append(argument)
+    return result
+
+
+def _is_number(value: str) -> bool:
+    return re.fullmatch(r"\s*[+-]?\d+\s*", value) is not None
+
+
+def _number_or_as_is(value: str) -> str:
+    try:
+        return str(verbosity_level(value))
+    except ValueError:
+        return value  # absl's parser names the bad value.
+
+
+# --- TensorFlow's start-up lines and our log lines ---------------------------------------------
+
+
+def quiet_tensorflow(argv: Optional[Sequence[str]] = None, environ=None) -> bool:
+    """Sets TF_CPP_MIN_LOG_LEVEL=3 unless it is set or debug output is asked for; call it before
+    TensorFlow is first imported (it reads the variable once). Returns whether it set it."""
+    environ = os.environ if environ is None else environ
+    if TF_LOG_LEVEL_ENV in environ or debug_requested(argv, environ):
+        return False
+    environ[TF_LOG_LEVEL_ENV] = QUIET_TF_LOG_LEVEL
+    return True
+
+
+class PlainFormatter(logging.Formatter):
+    """`I 23:38:22 run_task.py:87] message`: absl's layout without the date, microseconds and thread."""
+
+    def __init__(self):
+        super().__init__(LOG_FORMAT, LOG_TIME_FORMAT)
+
+
+def plain_absl_logging() -> None:
+    """absl's handler (which `app.run` puts on the root logger) writes `PlainFormatter` lines."""
+    from absl import logging as absl_logging
+
+    absl_logging.get_absl_handler().setFormatter(PlainFormatter())
+
+
+def log_to_stderr(verbosity: int = 0) -> None:
+    """For the argparse command lines: the root logger writes plain lines to stderr, from INFO
+    (verbosity 0; debug at 1, warnings only at -1, as absl's levels)."""
+    from absl.logging import converter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(PlainFormatter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "stream", None) in (sys.stderr, sys.stdout)]:
+        root.removeHandler(old)  # logging.basicConfig's, say: one line per record.
+    root.addHandler(handler)
+    root.setLevel(converter.absl_to_standard(max(min(verbosity, DEBUG_VERBOSITY), converter.ABSL_FATAL)))
+
+
+def add_verbosity_flag(parser: argparse.ArgumentParser) -> None:
+    """-v/--verbosity for an argparse command line, with absl's numbers and names."""
+    parser.add_argument("-v", "--verbosity", type=verbosity_level, default=0,
+                        help="Log level: debug (1), info (0, the default), warning (-1), error (-2); debug "
+                             "also shows TensorFlow's C++ start-up lines.")
+
+
+# --- one-line errors ---------------------------------------------------------------------------
+
+
+def fail(prog: str, message: str, exit_code: int, hint: Optional[str] = None) -> NoReturn:
+    """Prints `PROG: error: MESSAGE` (and an indented hint line) to stderr and exits."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    if hint:
+        print(f"  {hint}", file=sys.stderr)
+    sys.exit(exit_code)
+
+
+def one_line(error: BaseException) -> str:
+    """The message of `error` on one line; TensorFlow's without its op and function names."""
+    message = getattr(error, "message", None)  # TensorFlow's OpError: str() would add the op's name.
+    if not isinstance(message, str):
+        message = str(error)
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.DOTALL)
+    return " ".join(message.split()) or type(error).__name__
+
+
+def nearest_flag(argument: str, known_flags: Iterable[str]) -> Optional[str]:
+    """The known flag closest to `argument` ("--max_seq_lenght=128" -> "--max_seq_length"), or None."""
+    if not argument.startswith("-"):
+        return None
+    name = "--" + argument.lstrip("-").split("=", 1)[0]
+    matches = difflib.get_close_matches(name, list(known_flags), n=1)
+    return matches[0] if matches else None
+
+
+def unknown_flag_message(argument: str, suggestion: Optional[str]) -> str:
+    """`unknown flag --max_seq_lenght=128; did you mean --max_seq_length?`"""
+    kind = "flag" if argument.startswith("-") else "argument"
+    return f"unknown {kind} {argument}" + (f"; did you mean {suggestion}?" if suggestion else "")
+
+
+def absl_flag_names() -> List[str]:
+    """Every flag absl knows in this process, as "--name"."""
+    from absl import flags
+
+    return [f"--{name}" for name in flags.FLAGS]
+
+
+def flag_error_message(error: Exception) -> str:
+    """absl's message for a bad flag value without its "flag " prefix, plus the nearest value of an
+    enum flag (absl words it "flag --mode=trian: value should be one of <...>")."""
+    from absl import flags
+
+    message = one_line(error)
+    match = re.match(r"flag --(\w+)=(.*?): ", message)
+    if not match:
+        return message
+    message = message[len("flag "):]
+    name, value = match.groups()
+    choices = getattr(flags.FLAGS[name].parser, "enum_values", None) if name in flags.FLAGS else None
+    nearest = difflib.get_close_matches(value, choices or [], n=1, cutoff=0.5)
+    if nearest:
+        message += f"; did you mean --{name}={nearest[0]}?"
+    return message
+
+
+def exit_with_help_if_asked(argv: Sequence[str]) -> None:
+    """-h, --help, --helpshort: the main module's docstring and key flags on stdout; --helpfull:
+    every flag. Both exit 0 (absl's own --help exits 1)."""
+    from absl import app
+
+    arguments = _flag_arguments(argv)
+    if "--helpfull" in arguments:
+        app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
+    if any(argument in HELP_FLAGS for argument in arguments):
+        app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
+
+
+def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool = False) -> List[str]:
+    """absl's flags parser for `app.run(flags_parser=...)`: returns the program name and what is
+    not a flag.
+
+    Verbosity names are taken (`--verbosity=debug`). A bad value, and unless
+    `unknown_flags_allowed` a flag nobody defines (before "--"), ends in one line naming the flag
+    (and the nearest known one) and exit code 2. "--" is dropped: what follows it is positional.
+    """
+    from absl import flags
+
+    try:
+        rest = flags.FLAGS(verbosity_names_as_numbers(argv), known_only=True)
+    except flags.Error as e:
+        fail(prog, flag_error_message(e), USAGE_EXIT_CODE)
+    if unknown_flags_allowed:
+        return rest
+    arguments = rest[1:]
+    before, after = (arguments[:arguments.index("--")], arguments[arguments.index("--") + 1:]) \
+        if "--" in arguments else (arguments, [])
+    for argument in before:
+        if argument.startswith("-") and argument != "-":
+            fail(prog, unknown_flag_message(argument, nearest_flag(argument, absl_flag_names())), USAGE_EXIT_CODE)
+    return [rest[0]] + before + after
