@@ -27,7 +27,7 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-from tapas_tf.cli import add_verbosity_flag, log_to_stderr, quiet_tensorflow
+from tapas_tf.cli import ArgumentParser, add_verbosity_flag, log_to_stderr, quiet_tensorflow
 
 if __name__ == "__main__":
     quiet_tensorflow()  # First: TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads.
@@ -133,8 +133,12 @@ def _check_args(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"--exclude_tables={args.exclude_tables}: no such file")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
+    """The job's flags; what it leaves are Beam's (`parse_known_args`). `prog`: the program's name
+    (default this script's; `tapas-tf create-pretrain-data` for the installed command)."""
+    description = __doc__.replace("python beam_jobs/create_pretrain_data.py", prog) if prog else __doc__
+    p = ArgumentParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       other_flags=beam_options.known_beam_flags)  # A mistyped flag: one line, the nearest.
     p.add_argument("--output_dir", required=True)
     p.add_argument("--stage", choices=STAGES, default="all")
     p.add_argument("--input_dumps", action="append", default=[], help="Glob of pages-articles dumps (repeatable).")
@@ -160,8 +164,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    job_parser = parser()
+def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> None:
+    job_parser = parser(prog)
     args, pipeline_args = job_parser.parse_known_args(argv)
     try:
         beam_options.check_pipeline_args(pipeline_args, job_parser._option_string_actions)

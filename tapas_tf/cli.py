@@ -3,8 +3,9 @@
     from tapas_tf import cli
     cli.quiet_tensorflow()   # first, before anything imports TensorFlow
 
-Used by `run_task.py`, `python -m tapas_tf.ask`, `tapas_tf.serve`, `tapas_tf.import_checkpoint`,
-`tapas_tf.init_from_bert` and `beam_jobs/*.py`:
+Used by `run_task.py` (`tapas_tf.commands.run_task`), `python -m tapas_tf.ask`, `tapas_tf.serve`,
+`tapas_tf.import_checkpoint`, `tapas_tf.init_from_bert`, `beam_jobs/*.py`, and the installed
+command that runs each of them as a subcommand (`tapas-tf`, `tapas_tf.commands.dispatch`):
 
 - `quiet_tensorflow` hides TensorFlow's C++ start-up lines ("Could not find cuda drivers",
   "failed call to cuInit", the oneDNN and CPU-feature notes, tensorflow_text's "CharacterSet
@@ -18,7 +19,8 @@ Used by `run_task.py`, `python -m tapas_tf.ask`, `tapas_tf.serve`, `tapas_tf.imp
 - absl's -v/--verbosity takes numbers only; every command line also takes its names (debug, info,
   warning, error, fatal): `verbosity_names_as_numbers`, `verbosity_level`.
 - A wrong command line ends in one line, `PROG: error: ...`, exit code 2 (`parse_absl_flags`,
-  `fail`): a mistyped flag names the nearest known one (`nearest_flag`).
+  `fail`; `ArgumentParser` for the argparse command lines): a mistyped flag names the nearest
+  known one (`nearest_flag`; `nearest_name` for other names, e.g. subcommands).
 
 Must not import TensorFlow (it runs before TensorFlow loads), nor Beam, nor anything of tapas_tf.
 """
@@ -29,7 +31,7 @@ import logging
 import os
 import re
 import sys
-from typing import Iterable, List, NoReturn, Optional, Sequence
+from typing import Callable, Iterable, List, NoReturn, Optional, Sequence
 
 TF_LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 QUIET_TF_LOG_LEVEL = "3"  # Hides INFO, WARNING and ERROR lines of TensorFlow's C++ code.
@@ -196,13 +198,17 @@ def one_line(error: BaseException) -> str:
     return " ".join(message.split()) or type(error).__name__
 
 
+def nearest_name(name: str, known_names: Iterable[str]) -> Optional[str]:
+    """The known name closest to `name` ("trian" -> "train"), or None when none is close."""
+    matches = difflib.get_close_matches(name, list(known_names), n=1)
+    return matches[0] if matches else None
+
+
 def nearest_flag(argument: str, known_flags: Iterable[str]) -> Optional[str]:
     """The known flag closest to `argument` ("--max_seq_lenght=128" -> "--max_seq_length"), or None."""
     if not argument.startswith("-"):
         return None
-    name = "--" + argument.lstrip("-").split("=", 1)[0]
-    matches = difflib.get_close_matches(name, list(known_flags), n=1)
-    return matches[0] if matches else None
+    return nearest_name("--" + argument.lstrip("-").split("=", 1)[0], known_flags)
 
 
 def unknown_flag_message(argument: str, suggestion: Optional[str]) -> str:
@@ -236,16 +242,36 @@ def flag_error_message(error: Exception) -> str:
     return message
 
 
-def exit_with_help_if_asked(argv: Sequence[str]) -> None:
+def exit_with_help_if_asked(argv: Sequence[str], doc: Optional[str] = None,
+                            module: Optional[str] = None) -> None:
     """-h, --help, --helpshort: the main module's docstring and key flags on stdout; --helpfull:
-    every flag. Both exit 0 (absl's own --help exits 1)."""
-    from absl import app
+    every flag. Both exit 0 (absl's own --help exits 1).
+
+    `doc` and `module` (a module name, e.g. "tapas_tf.ask") replace the main module's docstring
+    and the module whose key flags are shown: for a command line run from another module (the
+    installed `tapas-tf` command, or a script that calls into the package).
+    """
+    from absl import app, flags
 
     arguments = _flag_arguments(argv)
-    if "--helpfull" in arguments:
-        app.usage(shorthelp=False, writeto_stdout=True, exitcode=0)
-    if any(argument in HELP_FLAGS for argument in arguments):
-        app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
+    full = "--helpfull" in arguments
+    if not full and not any(argument in HELP_FLAGS for argument in arguments):
+        return
+    if doc is None and module is None:
+        app.usage(shorthelp=not full, writeto_stdout=True, exitcode=0)
+    text = (sys.modules["__main__"].__doc__ if doc is None else doc) or ""
+    flag_text = flags.FLAGS.get_help() if full else flags.FLAGS.module_help(module or sys.argv[0])
+    print_help(text.rstrip("\n") + ("\n\nflags:\n" + flag_text if flag_text else ""))
+    sys.exit(0)
+
+
+def print_help(text: str) -> None:
+    """Prints `text` to stdout; a reader that stops early (`--help | head`) is no error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes again at exit.
 
 
 def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool = False) -> List[str]:
@@ -271,3 +297,48 @@ def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool
         if argument.startswith("-") and argument != "-":
             fail(prog, unknown_flag_message(argument, nearest_flag(argument, absl_flag_names())), USAGE_EXIT_CODE)
     return [rest[0]] + before + after
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the errors of every command line: one line, `PROG: error: ...`, exit code 2
+    (no usage block), and a mistyped flag names the nearest known one, even when argparse would
+    first complain that a required flag is missing (usually the one mistyped).
+
+    `other_flags` gives the flags that another parser takes from what `parse_known_args` leaves
+    (Beam's pipeline options): they are not unknown here, and are offered as suggestions too.
+    """
+
+    def __init__(self, *args, other_flags: Optional[Callable[[], Iterable[str]]] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._other_flags = other_flags
+        self._arguments: List[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._arguments = list(sys.argv[1:] if args is None else args)  # parse_args comes here too.
+        return super().parse_known_args(self._arguments, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        unknown = self._first_unknown_flag()
+        fail(self.prog, unknown or " ".join(message.split()), USAGE_EXIT_CODE)
+
+    def _own_flags(self) -> List[str]:
+        return sorted(option for action in self._actions for option in action.option_strings)
+
+    def _is_own_flag(self, name: str) -> bool:
+        own = self._own_flags()
+        if name in own or (not name.startswith("--") and name[:2] in own):  # -v1: a short flag and its value.
+            return True
+        return self.allow_abbrev and name.startswith("--") and any(flag.startswith(name) for flag in own)
+
+    def _first_unknown_flag(self) -> Optional[str]:
+        """`unknown flag --tabel=x; did you mean --table?` for the first flag nobody takes, or None."""
+        arguments = _flag_arguments(["prog", *self._arguments])
+        candidates = [argument for argument in arguments
+                      if re.match(r"-[^\d\s]", argument) and not self._is_own_flag(argument.split("=", 1)[0])]
+        if not candidates:
+            return None
+        other = set(self._other_flags()) if self._other_flags else set()
+        for argument in candidates:
+            if argument.split("=", 1)[0] not in other:
+                return unknown_flag_message(argument, nearest_flag(argument, set(self._own_flags()) | other))
+        return None

