@@ -2,6 +2,7 @@
 
     python -m tapas_tf.ask --table=t.csv "which city is the largest?"   # the bundled tiny SQA model
     python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv "which city is the largest?"
+    python -m tapas_tf.ask --model=google/tapas-base-finetuned-wtq --table=t.csv "..."  # a released model
     python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
     python -m tapas_tf.ask ... --html=answer.html "..."                  # also a self-contained page
 
@@ -43,9 +44,7 @@ def main(argv: List[str]) -> None:
                  else "--table is required (ask --help lists the flags)", cli.USAGE_EXIT_CODE)
     try:
         table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
-        from tapas_tf.inference.table_qa import TableQA
-
-        qa = TableQA.from_model_dir(prune=FLAGS.prune, precision=FLAGS.precision, **model_flags.table_qa_options())
+        qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision)
         console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
         console.run(qa.conversation(table), question, sys.stdin)
     except (AskError, FileNotFoundError, ValueError) as e:

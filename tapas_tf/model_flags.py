@@ -11,6 +11,12 @@ from absl import flags
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported); "
                     "default the bundled model.")
+flags.DEFINE_string("model", None, "A released model by name, downloaded and imported on first use, then "
+                    "cached: a Hugging Face repository id (google/tapas-base-finetuned-wtq[@REVISION]) or "
+                    "the address of an original TAPAS release zip "
+                    "(https://.../tapas_sqa_inter_masklm_base_reset.zip[#sha256=HEX]).")
+flags.DEFINE_string("model_revision", None, "The Hub revision (branch, tag or commit) of --model; "
+                    "default main.")
 flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
 flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
 flags.DEFINE_bool("fallback_to_best_cell", None, "A NONE answer with no cell above the threshold selects "
@@ -19,9 +25,26 @@ flags.DEFINE_bool("fallback_to_best_cell", None, "A NONE answer with no cell abo
 flags.DEFINE_bool("expected_count", None, "COUNT counts the k most probable cells, k the sum of the cell "
                   "probabilities rounded, instead of the cells above the threshold; default: on for models "
                   "trained from answers only.")
+flags.register_multi_flags_validator(["model", "model_dir"], lambda v: not (v["model"] and v["model_dir"]),
+                                     "give --model (a released model) or --model_dir, not both")
+flags.register_multi_flags_validator(["model", "model_revision"],
+                                     lambda v: v["model"] or not v["model_revision"],
+                                     "--model_revision needs --model")
 
 
 def table_qa_options() -> Dict[str, Any]:
     """`TableQA.from_model_dir` keyword arguments from the flags (the model directory included)."""
     return dict(model_dir=FLAGS.model_dir, vocab_file=FLAGS.vocab_file, threshold=FLAGS.threshold,
                 fallback_to_best_cell=FLAGS.fallback_to_best_cell, expected_count=FLAGS.expected_count)
+
+
+def load_table_qa(**options):
+    """The TableQA the flags name: --model (`TableQA.from_pretrained`), else --model_dir or the bundled
+    model."""
+    from tapas_tf.inference.table_qa import TableQA
+
+    settings = {**table_qa_options(), **options}
+    if FLAGS.model:
+        del settings["model_dir"]
+        return TableQA.from_pretrained(FLAGS.model, revision=FLAGS.model_revision, **settings)
+    return TableQA.from_model_dir(**settings)

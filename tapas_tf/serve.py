@@ -2,6 +2,7 @@
 
     python -m tapas_tf.serve                               # the bundled model, http://127.0.0.1:8000
     python -m tapas_tf.serve --model_dir=MODEL_DIR --port=8080
+    python -m tapas_tf.serve --model=google/tapas-base-finetuned-wtq   # a released model, imported once
 
 Upload a CSV file (or load an example table), ask, follow up, start a new conversation. Errors are
 one line, `serve: error: ...` (exit 2 for a wrong command line); --verbosity=debug also shows
@@ -34,12 +35,10 @@ def main(argv: List[str]) -> None:
         from tapas_tf.inference import web_app, web_sessions
     except ImportError as e:
         cli.fail(PROG, f"{e.name} is missing; install the web extra: pip install 'tapas-tf[web]'", cli.ERROR_EXIT_CODE)
-    from tapas_tf.inference.table_qa import TableQA
-
     try:
         limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20,
                                         max_table_rows=FLAGS.max_table_rows, max_sessions=FLAGS.max_sessions)
-        qa = TableQA.from_model_dir(**model_flags.table_qa_options())
+        qa = model_flags.load_table_qa()
         web = web_app.create_app(qa, limits, qa.name)
     except (FileNotFoundError, ValueError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)

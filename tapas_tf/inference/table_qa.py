@@ -122,6 +122,31 @@ class TableQA:
         encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length)
         return cls(model, encoder, **options)
 
+    @classmethod
+    def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
+                        force_download: bool = False, **options) -> "TableQA":
+        """Loads a released model by name, downloading and importing it on first use.
+
+            TableQA.from_pretrained("google/tapas-base-finetuned-wtq")            # Hugging Face Hub
+            TableQA.from_pretrained("google/tapas-base-finetuned-wtq@no_reset")   # ... at a revision
+            TableQA.from_pretrained("https://storage.googleapis.com/tapas_models/2020_10_07/"
+                                    "tapas_wtq_wikisql_sqa_inter_masklm_base_reset.zip")  # original release
+
+        The imported model directory is cached, and later calls load it without any network request
+        (`tapas_tf.checkpoints.released`: names, cache, offline use, checksums). `revision` (a branch,
+        tag or commit) and `token` are the Hub's; `force_download` imports again. The other keyword
+        options are `from_model_dir`'s; answers name the model by `name`.
+
+        Raises:
+          ReleasedModelError (a ValueError): with a one-line message (no such model, no network and no
+            cached copy, a model that does not answer questions, a damaged download, ...).
+        """
+        from tapas_tf.checkpoints import released  # pylint: disable=import-outside-toplevel
+
+        model_dir = released.released_model_dir(name, revision, token=token, force_download=force_download)
+        options.setdefault("name", released.parse_name(name, revision).display)
+        return cls.from_model_dir(model_dir, **options)
+
     # --- asking ---------------------------------------------------------------------------------
 
     def answer(self, table: TableLike, question: str, previous_answer: PreviousAnswer = None) -> AskResult:

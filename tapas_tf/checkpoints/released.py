@@ -1,0 +1,315 @@
+"""Released TAPAS models by name: downloaded and imported once, then loaded from a cache.
+
+    from tapas_tf.checkpoints import released
+    model_dir = released.released_model_dir("google/tapas-base-finetuned-wtq")         # a Hub repository
+    model_dir = released.released_model_dir("google/tapas-base-finetuned-wtq@no_reset")  # ... at a revision
+    model_dir = released.released_model_dir(                                # an original release zip
+        "https://storage.googleapis.com/tapas_models/2020_10_07/"
+        "tapas_wtq_wikisql_sqa_inter_masklm_base_reset.zip#sha256=HEX")
+
+`TableQA.from_pretrained(NAME)` and the `--model=NAME` flag of `ask` and `serve` call it. A name is
+
+- a Hugging Face Hub repository id, `ORG/NAME[@REVISION]` (or `revision=`): its config.json,
+  safetensors weights and vocab.txt come through huggingface_hub (`hub`), and the `hf` importer
+  takes every option from config.json;
+- the http(s) address of one of Google's original release zips, optionally ending in
+  `#sha256=HEX`: it is downloaded with resumption and a checksum check (`download`), and the `tf1`
+  importer takes the task options from the release's name (`release_zip_options`: `tapas_sqa_*`,
+  `tapas_wtq_wikisql_sqa_*`, `tapas_wikisql_sqa_*`; `*_reset` restarts positions in every cell).
+
+What cannot answer questions is refused in one line before the weights are downloaded where the
+name or config.json tells (masked-LM and TabFact checkpoints, other model types), after the import
+otherwise. Every refusal or failure is a `ReleasedModelError` (a ValueError) with a one-line message.
+
+The imported model directory is cached under `$TAPAS_TF_CACHE/models/` (default
+`~/.cache/tapas_tf/models/`): `hub/ORG--NAME/REVISION/` or `zip/STEM-URLHASH/`, with
+`released.json` saying where it came from (the commit, or the zip's SHA-256, which is always
+recorded). A later call finds it there and makes no network request at all, so a branch such as
+`main` is not looked up again: `force_download=True` imports it anew (files already in
+huggingface_hub's cache are not downloaded again). `HF_HUB_OFFLINE=1` forbids downloads, of zips
+too; a cached model loads as always. The import runs in a scratch directory that is renamed into
+place, under a file lock, so concurrent calls import once and a crash leaves no half model.
+"""
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+import zlib
+from typing import Any, Dict, Optional, Tuple
+from urllib.parse import quote, urlparse
+
+from tapas_tf.checkpoints import download, hub, importer, model_dir as model_dir_lib
+
+MANIFEST_FILE = "released.json"
+DEFAULT_REVISION = "main"
+# The task of an original release, by the start of its name after "tapas_" (longest first).
+RELEASE_TASKS = (("wtq_wikisql_sqa_", "WTQ"), ("wikisql_sqa_", "WIKISQL_SUPERVISED"), ("sqa_", "SQA"))
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+_SIZES = ("large", "base", "medium", "small", "mini", "tiny")
+
+log = logging.getLogger(__name__)
+
+
+class ReleasedModelError(ValueError):
+    """A released model that cannot be downloaded or imported; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """A parsed name: a Hub repository at a revision, or a release zip's address with its digest."""
+
+    kind: str  # "hub" or "zip"
+    location: str  # The repository id, or the zip's address without its #fragment.
+    revision: Optional[str] = None  # hub: as given (None: main).
+    sha256: Optional[str] = None  # zip: the expected digest, when given.
+
+    @property
+    def display(self) -> str:
+        """How answers name the model: `ORG/NAME[@REVISION]`, or the zip's name without `.zip`."""
+        if self.kind == "zip":
+            return _zip_stem(self.location)
+        return f"{self.location}@{self.revision}" if self.revision else self.location
+
+
+def parse_name(name: str, revision: Optional[str] = None) -> Release:
+    """A Hub repository id (`ORG/NAME[@REVISION]`) or a release zip address (`https://...zip[#sha256=HEX]`).
+
+    Raises:
+      ReleasedModelError: an empty or malformed name, two different revisions, a revision for an
+        address, or an address that is not http(s) or not a .zip.
+    """
+    text = (name or "").strip()
+    if not text:
+        raise ReleasedModelError("the model name is empty; give a Hugging Face repository id or a release "
+                                 "zip address")
+    scheme = urlparse(text).scheme.lower()
+    if scheme in ("http", "https"):
+        return _parse_address(text, revision)
+    if "://" in text:
+        raise ReleasedModelError(f"{text}: only http and https addresses are downloaded")
+    if os.path.isfile(model_dir_lib.config_path(text)):
+        raise ReleasedModelError(f"{text} is a tapas-tf model directory: load it with --model_dir "
+                                 "(from_model_dir)")
+    repo_id, at, named_revision = text.partition("@")
+    if at and not named_revision:
+        raise ReleasedModelError(f"{text}: the revision after '@' is empty")
+    if at and revision and named_revision != revision:
+        raise ReleasedModelError(f"{text} names revision {named_revision!r} but revision {revision!r} is "
+                                 "given too")
+    if not _REPO_ID.match(repo_id) or "--" in repo_id or ".." in repo_id:
+        raise ReleasedModelError(f"{repo_id!r} is not a Hugging Face repository id (ORG/NAME, e.g. "
+                                 f"{hub.EXAMPLE_QA_MODEL}) nor an http(s) address of a release zip")
+    return Release("hub", repo_id, revision=named_revision if at else (revision or None))
+
+
+def _parse_address(text: str, revision: Optional[str]) -> Release:
+    url, _, fragment = text.partition("#")
+    if revision:
+        raise ReleasedModelError(f"{url}: a revision applies to Hugging Face repositories, not to a release "
+                                 "address")
+    if not urlparse(url).path.lower().endswith(".zip"):
+        raise ReleasedModelError(f"{url}: a release address names a .zip file")
+    sha256 = None
+    if fragment:
+        key, equals, value = fragment.partition("=")
+        if key.lower() != "sha256" or not equals:
+            raise ReleasedModelError(f"{text}: the only #fragment understood is #sha256=HEX")
+        try:
+            sha256 = download.check_sha256_hex(value)
+        except download.DownloadError as e:
+            raise ReleasedModelError(f"{text}: {e}") from None
+    return Release("zip", url, sha256=sha256)
+
+
+def release_zip_options(url: str) -> Tuple[str, bool]:
+    """(task preset, reset_position_index_per_cell) of an original release, from its file name.
+
+    `tapas_wtq_wikisql_sqa_inter_masklm_base_reset.zip` -> ("WTQ", True). The release's files do not
+    say either: its name does (the chain of fine-tuning tasks first, `_reset` last).
+
+    Raises:
+      ReleasedModelError: a TabFact or pre-trained (masked-LM) release, or a name that says no task.
+    """
+    stem = _zip_stem(url)
+    rest = stem[len("tapas_"):] if stem.startswith("tapas_") else None
+    for prefix, task in RELEASE_TASKS:
+        if rest is not None and rest.startswith(prefix):
+            return task, stem.endswith("_reset")
+    if rest is not None and rest.startswith("tabfact_"):
+        raise ReleasedModelError(f"{stem} is a TabFact table classifier (is a statement true of the "
+                                 "table?), which answers no questions; asking a table needs an SQA, WTQ or "
+                                 "WikiSQL model")
+    if rest is not None and (rest.startswith(("masklm", "inter_masklm")) or rest.split("_")[0] in _SIZES):
+        raise ReleasedModelError(f"{stem} is a pre-trained (masked-LM) checkpoint without question-answering "
+                                 "heads; fine-tune it first, or take an SQA, WTQ or WikiSQL release")
+    raise ReleasedModelError(
+        f"cannot tell from the name {stem} which task it was fine-tuned on (expected tapas_sqa_*, "
+        "tapas_wtq_wikisql_sqa_* or tapas_wikisql_sqa_*); import it with "
+        "python -m tapas_tf.import_checkpoint --format=tf1 --task=... instead")
+
+
+def models_cache_dir() -> str:
+    """`$TAPAS_TF_CACHE/models`, default `~/.cache/tapas_tf/models`."""
+    root = os.environ.get("TAPAS_TF_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tapas_tf"))
+    return os.path.join(root, "models")
+
+
+def cached_model_dir(release: Release) -> str:
+    """Where the imported model of `release` is cached (whether or not it is there)."""
+    if release.kind == "hub":
+        return os.path.join(models_cache_dir(), "hub", release.location.replace("/", "--"),
+                            quote(release.revision or DEFAULT_REVISION, safe=""))
+    return os.path.join(models_cache_dir(), "zip", _zip_key(release.location))
+
+
+def read_manifest(model_dir: str) -> Dict[str, Any]:
+    """The `released.json` of a cached model directory."""
+    with open(os.path.join(model_dir, MANIFEST_FILE), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def released_model_dir(name: str, revision: Optional[str] = None, token: Optional[str] = None,
+                       force_download: bool = False) -> str:
+    """The model directory of a released model, imported on first use and cached (see the module doc).
+
+    Args:
+      name: a Hub repository id (`ORG/NAME[@REVISION]`) or a release zip address (`...zip[#sha256=HEX]`).
+      revision: a Hub revision (branch, tag or commit), instead of `@REVISION`.
+      token: a Hub token for private or gated repositories; default huggingface_hub's own.
+      force_download: import again even when cached.
+
+    Raises:
+      ReleasedModelError: see `parse_name`, `hub.download_tapas_repo`, `download.download_file`,
+        `release_zip_options`; a damaged zip; an import that fails; a model that does not answer questions.
+    """
+    release = parse_name(name, revision)
+    final = cached_model_dir(release)
+    if not force_download and os.path.exists(os.path.join(final, MANIFEST_FILE)):
+        return _checked_cache(release, final)
+    from filelock import FileLock  # pylint: disable=import-outside-toplevel  (huggingface_hub's dependency)
+
+    key = os.path.relpath(final, models_cache_dir())
+    lock_path = os.path.join(models_cache_dir(), ".locks", key + ".lock")
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    with FileLock(lock_path):
+        if not force_download and os.path.exists(os.path.join(final, MANIFEST_FILE)):
+            return _checked_cache(release, final)  # Another process imported it meanwhile.
+        return _import(release, final, token)
+
+
+def _checked_cache(release: Release, final: str) -> str:
+    recorded = read_manifest(final).get("sha256")
+    if release.sha256 and recorded != release.sha256:
+        raise ReleasedModelError(f"{release.location}: the cached copy in {final} has SHA-256 {recorded}, "
+                                 f"not the expected {release.sha256}; delete that directory to download it "
+                                 "again")
+    return final
+
+
+def _import(release: Release, final: str, token: Optional[str]) -> str:
+    """Downloads and imports `release` into a scratch directory, then renames it to `final`."""
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".importing-", dir=os.path.dirname(final))
+    try:
+        model_dir = os.path.join(scratch, "model")
+        if release.kind == "hub":
+            manifest = _import_hub(release, model_dir, token)
+        else:
+            manifest = _import_zip(release, model_dir)
+        manifest.update(name=release.display, imported=datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"))
+        with open(os.path.join(model_dir, MANIFEST_FILE), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True)
+            f.write("\n")
+        if os.path.exists(final):  # force_download: the old copy goes once the new one is complete.
+            os.rename(final, os.path.join(scratch, "old"))
+        os.rename(model_dir, final)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log.info("Imported %s into %s", release.display, final)
+    return final
+
+
+def _import_hub(release: Release, model_dir: str, token: Optional[str]) -> Dict[str, Any]:
+    try:
+        snapshot = hub.download_tapas_repo(release.location, release.revision, token)
+    except hub.HubError as e:
+        raise ReleasedModelError(str(e)) from None
+    log.info("Importing %s (commit %s)", release.display, snapshot.commit)
+    report = _run_importer(release, "hf", snapshot.directory, model_dir)
+    return dict(source="hub", repo_id=snapshot.repo_id, revision=snapshot.revision, commit=snapshot.commit,
+                endpoint=hub.hub_endpoint(), files=list(snapshot.files), model_class=report["model_class"])
+
+
+def _import_zip(release: Release, model_dir: str) -> Dict[str, Any]:
+    task, reset = release_zip_options(release.location)  # Before downloading: a wrong kind fails at once.
+    if hub.hub_offline():
+        raise ReleasedModelError(f"{release.location} is not in the cache and HF_HUB_OFFLINE forbids "
+                                 "downloading it")
+    zip_path = os.path.join(models_cache_dir(), "downloads", _zip_key(release.location) + ".zip")
+    try:
+        digest = download.download_file(release.location, zip_path, release.sha256)
+        _check_zip(zip_path, release.location)
+        log.info("Importing %s (SHA-256 %s)", release.display, digest)
+        options = {"reset_position_index_per_cell": reset}
+        report = _run_importer(release, "tf1", zip_path, model_dir, task=task, model_options=options)
+    except download.DownloadError as e:
+        raise ReleasedModelError(str(e)) from None
+    finally:
+        if os.path.exists(zip_path):
+            os.remove(zip_path)  # The .part of an interrupted download stays, to be resumed.
+    return dict(source="zip", url=release.location, sha256=digest, task=task,
+                reset_position_index_per_cell=reset, model_class=report["model_class"])
+
+
+def _check_zip(path: str, url: str) -> None:
+    """Reads every member's CRC; a damaged or cut-short zip is deleted and refused."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+        reason = f"member {bad} fails its CRC check" if bad else None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+    if reason:
+        os.remove(path)
+        raise ReleasedModelError(f"{url}: the download is not a valid zip file ({reason}): cut short or "
+                                 "damaged at the source; it was deleted")
+
+
+def _run_importer(release: Release, fmt: str, source: str, model_dir: str, **options) -> Dict[str, Any]:
+    """`importer.import_checkpoint`, refusing a model that is not a question-answering one."""
+    # Not the INFO lines of TensorFlow's checkpoint writer.
+    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
+    levels = [logger.level for logger in loggers]
+    for logger, level in zip(loggers, levels):
+        logger.setLevel(max(level, logging.WARNING))
+    try:
+        report = importer.import_checkpoint(fmt, source, model_dir, **options)
+    except (ValueError, FileNotFoundError) as e:
+        message = " ".join(str(e).split())
+        raise ReleasedModelError(f"{release.display} cannot be imported: {message}") from None
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+    if report["model_class"] != "TapasForQuestionAnswering":
+        raise ReleasedModelError(f"{release.display} holds a {report['model_class']}, not a "
+                                 "question-answering model; fine-tune it first, or take a fine-tuned one "
+                                 f"(e.g. {hub.EXAMPLE_QA_MODEL})")
+    return report
+
+
+def _zip_stem(url: str) -> str:
+    name = os.path.basename(urlparse(url).path)
+    return name[:-len(".zip")] if name.lower().endswith(".zip") else name
+
+
+def _zip_key(url: str) -> str:
+    """`STEM-HASH`: readable, and distinct for two addresses of the same file name."""
+    return f"{_zip_stem(url)}-{hashlib.sha256(url.encode('utf-8')).hexdigest()[:12]}"
