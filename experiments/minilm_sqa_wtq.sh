@@ -9,8 +9,9 @@
 #   data                 SQA and WTQ create_data, the mixture and its held-out slice (mix_tasks.py)
 #   init                 $WORK/minilm_wtq_init: MiniLM with WTQ's heads (tapas_tf.init_from_bert)
 #   train NAME [flags]   trains (or resumes) $WORK/mix_NAME from init; stop it at any time
-#   holdout NAME [STEP]  denotation accuracy on the held-out WTQ training tables, per checkpoint
-#                        (mix_NAME/holdout/STEP_metrics.json): how a checkpoint is chosen, not dev
+#   holdout NAME [STEP]  per checkpoint, on the held-out training tables: WTQ denotation accuracy
+#                        (mix_NAME/holdout/STEP_metrics.json) and SQA ALL (STEP_sqa_metrics.json);
+#                        how a checkpoint is chosen, not dev
 #   dev NAME [flags]     WTQ dev denotation (predictions/wtq_dev_metrics.json), SQA dev ALL with
 #                        own and gold previous answers (dev_metrics.json, dev_gold_previous_metrics.json);
 #                        --checkpoint=... for another checkpoint than the newest
@@ -67,13 +68,21 @@ case "$stage" in
       ckpt=${ckpt%.index}
       [ -n "$step" ] && [ "${ckpt##*-}" != "$step" ] && continue
       out="$WORK/mix_$name/holdout/${ckpt##*-}_metrics.json"
-      [ -f "$out" ] && continue
+      [ -f "${out%_metrics.json}_sqa_metrics.json" ] && continue
       stamp "held-out slice, ${ckpt##*/}"
-      "$PYTHON" run_task.py --task=WTQ --mode=predict_and_evaluate --output_dir="$WORK/wtq_data" \
-        --model_dir="$WORK/mix_$name" --checkpoint="$ckpt" --interactions_file="$WORK/mix/interactions/holdout.tfrecord" \
-        --predict_split=train --drop_rows_to_fit --noprogress_bar > "$WORK/mix_$name/holdout/${ckpt##*-}.log" 2>&1
-      cp "$WORK/mix_$name/predictions/train_metrics.json" "$out"
-      "$PYTHON" -c "import json,sys; m=json.load(open(sys.argv[1])); print(sys.argv[1], {k: v for k, v in m.items() if not isinstance(v, dict)})" "$out"
+      if [ ! -f "$out" ]; then
+        "$PYTHON" run_task.py --task=WTQ --mode=predict_and_evaluate --output_dir="$WORK/wtq_data" \
+          --model_dir="$WORK/mix_$name" --checkpoint="$ckpt" --interactions_file="$WORK/mix/interactions/holdout.tfrecord" \
+          --predict_split=train --drop_rows_to_fit --noprogress_bar > "$WORK/mix_$name/holdout/${ckpt##*-}.log" 2>&1
+        cp "$WORK/mix_$name/predictions/train_metrics.json" "$out"
+        "$PYTHON" -c "import json,sys; m=json.load(open(sys.argv[1])); print(sys.argv[1], {k: v for k, v in m.items() if not isinstance(v, dict)})" "$out"
+      fi
+      # The same tables' SQA sequences, each question seeing the model's own previous answer.
+      "$PYTHON" run_task.py --task=SQA --mode=predict_and_evaluate --output_dir="$WORK/sqa_data" \
+        --model_dir="$WORK/mix_$name" --checkpoint="$ckpt" --interactions_file="$WORK/mix/interactions/holdout_sqa.tfrecord" \
+        --predict_split=train --noprogress_bar >> "$WORK/mix_$name/holdout/${ckpt##*-}.log" 2>&1
+      cp "$WORK/mix_$name/predictions/train_metrics.json" "${out%_metrics.json}_sqa_metrics.json"
+      "$PYTHON" -c "import json,sys; m=json.load(open(sys.argv[1])); print(sys.argv[1], {k: v for k, v in m.items() if not isinstance(v, dict)})" "${out%_metrics.json}_sqa_metrics.json"
     done
     ;;
   dev)

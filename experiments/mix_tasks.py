@@ -11,6 +11,7 @@ held-out tables, so that neither WTQ dev nor the held-out slice is seen in train
 
     MIX/tf_examples/train.tfrecord          the mixture, shuffled (seeded)
     MIX/interactions/holdout.tfrecord       WTQ training interactions of the held-out tables
+    MIX/interactions/holdout_sqa.tfrecord   SQA training interactions (sequences) of the same tables
     MIX/mix_report.json                     what went where, by task, and why
 """
 
@@ -86,11 +87,12 @@ def main(argv=None) -> int:
     # Interactions of the held-out questions, for run_task.py --mode=predict --interactions_file.
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     from tapas_tf.data import interaction_io  # pylint: disable=import-outside-toplevel
-    with tf.io.TFRecordWriter(os.path.join(args.output_dir, "interactions/holdout.tfrecord")) as writer:
-        for interaction in interaction_io.read_interactions(os.path.join(args.wtq_data, "interactions/train.tfrecord")):
-            if table_key(interaction.table.table_id) in holdout:
-                counts["holdout_interactions"] += 1
-                writer.write(interaction.SerializeToString())
+    for task, data, name in (("WTQ", args.wtq_data, "holdout"), ("SQA", args.sqa_data, "holdout_sqa")):
+        with tf.io.TFRecordWriter(os.path.join(args.output_dir, f"interactions/{name}.tfrecord")) as writer:
+            for interaction in interaction_io.read_interactions(os.path.join(data, "interactions/train.tfrecord")):
+                if table_key(interaction.table.table_id) in holdout:
+                    counts[f"{task}_holdout_interactions"] += 1
+                    writer.write(interaction.SerializeToString())
     report = {"counts": dict(sorted(counts.items())), "examples_written": len(kept),
               "holdout_tables": sorted(holdout), "seed": args.seed}
     with open(os.path.join(args.output_dir, "mix_report.json"), "w") as f:
