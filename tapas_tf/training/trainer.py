@@ -442,10 +442,7 @@ def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distri
                             batch)
     logging.info("XLA %s: %s", "on" if choice.use_xla else "off", choice.reason)
     if model_dir is not None:
-        directory = os.path.join(model_dir, TRAIN_DIR)
-        tf.io.gfile.makedirs(directory)
-        with tf.io.gfile.GFile(os.path.join(directory, XLA_CHOICE_FILE), "w") as f:
-            f.write(json.dumps(choice.to_dict(), indent=2, sort_keys=True) + "\n")
+        _write_run_record(model_dir, XLA_CHOICE_FILE, choice.to_dict())
     return dataclasses.replace(config, use_xla=choice.use_xla)
 
 
@@ -456,19 +453,21 @@ def _resolve_precision(config: TrainConfig, strategy: tf.distribute.Strategy,
     choice = precision.choose_precision(config.precision, uses_tpu=distribution.uses_tpu(strategy))
     precision.log_choice(choice)
     if model_dir is not None:
-        directory = os.path.join(model_dir, TRAIN_DIR)
-        tf.io.gfile.makedirs(directory)
-        with tf.io.gfile.GFile(os.path.join(directory, PRECISION_FILE), "w") as f:
-            f.write(json.dumps(choice.to_dict(), indent=2, sort_keys=True) + "\n")
+        _write_run_record(model_dir, PRECISION_FILE, choice.to_dict())
     return dataclasses.replace(config, precision=choice.precision)
 
 
 def _write_train_config(model_dir: str, config: TrainConfig) -> None:
     """Keeps the options of this run beside its TensorBoard events (overwritten on resume)."""
+    _write_run_record(model_dir, TRAIN_CONFIG_FILE, config.to_dict())
+
+
+def _write_run_record(model_dir: str, file_name: str, values: Mapping[str, object]) -> None:
+    """Writes `values` as MODEL_DIR/train/FILE_NAME (sorted, indented JSON), overwriting it."""
     directory = os.path.join(model_dir, TRAIN_DIR)
     tf.io.gfile.makedirs(directory)
-    with tf.io.gfile.GFile(os.path.join(directory, TRAIN_CONFIG_FILE), "w") as f:
-        f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    with tf.io.gfile.GFile(os.path.join(directory, file_name), "w") as f:
+        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
 
 
 def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, replica_batch: int,
