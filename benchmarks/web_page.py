@@ -142,7 +142,7 @@ def main(argv: List[str]) -> None:
     qa = TableQA.from_model_dir(args.model_dir)
     lengths = qa.warm_up()
     warm_seconds = time.perf_counter() - start
-    name = web_app.model_label(args.model_dir)
+    name = qa.name
     report: Dict = {"model": name, "machine": platform.processor() or platform.machine(),
                     "cores": os.cpu_count(), "load_and_warm_up_seconds": round(warm_seconds, 1),
                     "warmed_lengths": list(lengths)}

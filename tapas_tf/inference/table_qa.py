@@ -108,9 +108,11 @@ class TableQA:
         trained through the expected count and whose cells often stay below the threshold; off
         otherwise (Google's and Hugging Face's decoding).
         """
-        name = f"bundled {os.path.basename(bundled_model_dir())}" if model_dir is None else \
-            os.path.basename(os.path.normpath(model_dir))
-        model_dir = model_dir or bundled_model_dir()
+        if model_dir is None:
+            model_dir = bundled_model_dir()
+            name = f"bundled {os.path.basename(model_dir)}"
+        else:
+            name = os.path.basename(os.path.normpath(model_dir))
         config = model_dir_lib.load_config(model_dir)
         for rule in ("fallback_to_best_cell", "expected_count"):
             if options.get(rule) is None:

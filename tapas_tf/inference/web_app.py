@@ -89,14 +89,6 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
     return app
 
 
-def model_label(model_dir: Optional[str]) -> str:
-    """How the page names a model: its directory's name, or the bundled model's (as `TableQA.name`)."""
-    if model_dir:
-        return os.path.basename(os.path.normpath(model_dir))
-    from tapas_tf.checkpoints.bundled import bundled_model_dir
-    return f"bundled {os.path.basename(bundled_model_dir())}"
-
-
 def server_config(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                   log_level: str = "info") -> uvicorn.Config:
     """How uvicorn serves the app: on `host` (loopback unless told otherwise), one process."""
