@@ -7,14 +7,11 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-import tf_keras  # noqa: E402
 
 from tapas_tf.inference.rendering import render_text  # noqa: E402
 from tapas_tf.inference.question_hints import aggregation_cue, no_aggregation_head_note  # noqa: E402
 from tapas_tf.inference.table_qa import TableQA  # noqa: E402
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tests.inference.test_sequential import save_model_dir, tiny_config  # noqa: E402
-from tests.vocab_fixture import write_test_vocab  # noqa: E402
+from tests.inference.test_sequential import write_random_model_dir  # noqa: E402
 
 TABLE = pd.DataFrame({"city": ["paris", "rome"], "population": ["2,100", "2,800"]})
 
@@ -40,23 +37,13 @@ def test_the_note_quotes_the_cue():
     assert no_aggregation_head_note("which city?") is None
 
 
-def _model_dir(tmp_path, name, **options):
-    path = tmp_path / name
-    config = tiny_config(**options)
-    tf_keras.utils.set_random_seed(1)
-    model = TapasForQuestionAnswering(config)
-    model(dummy_features(1, 8))
-    save_model_dir(path, model, config)
-    write_test_vocab(str(path / "vocab.txt"))
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("models")
-    return {"cells_only": _model_dir(tmp_path, "cells_only"),
-            "wtq_like": _model_dir(tmp_path, "wtq_like", num_aggregation_labels=4, use_answer_as_supervision=True,
-                                   cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)}
+    return {"cells_only": write_random_model_dir(tmp_path / "cells_only"),
+            "wtq_like": write_random_model_dir(tmp_path / "wtq_like", num_aggregation_labels=4,
+                                               use_answer_as_supervision=True, cell_selection_preference=0.2,
+                                               answer_loss_cutoff=0.6, huber_loss_delta=0.12)}
 
 
 def test_a_model_without_aggregation_head_says_it_cannot_count(models):

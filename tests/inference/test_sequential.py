@@ -67,6 +67,17 @@ def tiny_config(**overrides) -> TapasConfig:
     return TapasConfig(**values)
 
 
+def write_random_model_dir(path, **options) -> str:
+    """A tiny untrained model (seed 1) of `tiny_config(**options)` at `path`, with the test vocabulary."""
+    config = tiny_config(**options)
+    tf_keras.utils.set_random_seed(1)  # tf_keras initialisers draw from Python's random too.
+    model = TapasForQuestionAnswering(config)
+    model(dummy_features(1, 8))
+    save_model_dir(path, model, config)
+    write_test_vocab(str(path / "vocab.txt"))
+    return str(path)
+
+
 def save_model_dir(path, model, config, **checkpoint_objects) -> str:
     model_dir_lib.save_config(str(path), config)
     return tf.train.Checkpoint(model=model, **checkpoint_objects).save(

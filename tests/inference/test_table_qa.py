@@ -16,16 +16,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.inference.ask_encoding import BUCKETS  # noqa: E402
 from tapas_tf.inference.ask_results import decode_answer, format_number  # noqa: E402
 from tapas_tf.inference.rendering import render_html, render_text  # noqa: E402
 from tapas_tf.inference.table_qa import AskError, TableQA  # noqa: E402
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config  # noqa: E402
-from tests.vocab_fixture import write_test_vocab  # noqa: E402
+from tests.inference.test_sequential import HEADER, ROWS, write_random_model_dir  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WTQ_OPTIONS = dict(num_aggregation_labels=4, use_answer_as_supervision=True, cell_selection_preference=0.2,
@@ -35,14 +32,7 @@ WTQ_OPTIONS = dict(num_aggregation_labels=4, use_answer_as_supervision=True, cel
 @pytest.fixture(scope="module")
 def random_model_dir(tmp_path_factory):
     """A tiny untrained model with an aggregation head, its vocabulary inside the directory."""
-    path = tmp_path_factory.mktemp("random") / "model"
-    config = tiny_config(**WTQ_OPTIONS)
-    tf_keras.utils.set_random_seed(1)  # tf_keras initialisers draw from Python's random too.
-    model = TapasForQuestionAnswering(config)
-    model(dummy_features(1, 8))
-    save_model_dir(path, model, config)
-    write_test_vocab(str(path / "vocab.txt"))
-    return str(path)
+    return write_random_model_dir(tmp_path_factory.mktemp("random") / "model", **WTQ_OPTIONS)
 
 
 @pytest.fixture(scope="module")
