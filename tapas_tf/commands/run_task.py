@@ -109,7 +109,7 @@ def define_flags() -> None:
                          lower_bound=1)
 
 
-    # --- train (defaults of None take the task's preset, DESIGN.md's table) ---
+    # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
     flags.DEFINE_string("train_file", None,
                         "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord "
                         "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
@@ -179,6 +179,14 @@ def _require(*names: str) -> None:
     missing = [n for n in names if not getattr(FLAGS, n)]
     if missing:
         raise app.UsageError(f"{mode_ref(FLAGS.mode)} needs " + ", ".join(f"--{n}" for n in missing))
+
+
+def _check_model_dir(train_command: str) -> None:
+    """--model_dir exists (else: how to train one there) and its outputs can be written."""
+    if not os.path.isdir(FLAGS.model_dir):
+        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
+                                f"{train_command} or pass the directory of one")
+    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
 
 
 def _max_seq_length(task: Task) -> int:
@@ -299,10 +307,7 @@ def _predict(task: Task, evaluate: bool) -> None:
     if not FLAGS.interactions_file:
         _require("output_dir")
     # Checked before the model is loaded: predictions are written at the end, into MODEL_DIR.
-    if not os.path.isdir(FLAGS.model_dir):
-        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
-                                f"{mode_ref('train')} or pass the directory of one")
-    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    _check_model_dir(mode_ref("train"))
     from tapas_tf.inference.decoding import DecodingRule
     from tapas_tf.inference.sequential import predict_model_dir
 
@@ -337,10 +342,7 @@ def evaluate(task: Task, pipeline_args: List[str]) -> None:
     _require("model_dir")
     if not FLAGS.eval_file:
         _require("output_dir")
-    if not os.path.isdir(FLAGS.model_dir):
-        raise FileNotFoundError(f"--model_dir={FLAGS.model_dir} does not exist; train a model there with "
-                                f"{mode_ref('train', 'PRETRAIN')} or pass the directory of one")
-    ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    _check_model_dir(mode_ref("train", "PRETRAIN"))
     from tapas_tf.training.masked_lm_eval import evaluate_model_dir
 
     evaluate_model_dir(FLAGS.model_dir,
