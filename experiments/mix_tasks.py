@@ -10,6 +10,8 @@ WTQ dev questions (58 of its tables are WTQ dev tables): those are left out, and
 held-out tables, so that neither WTQ dev nor the held-out slice is seen in training. Writes:
 
     MIX/tf_examples/train.tfrecord          the mixture, shuffled (seeded)
+    MIX/tf_examples/train_sqa.tfrecord      its SQA examples alone, and train_wtq.tfrecord its WTQ
+                                            ones, in the same order, for one-task models
     MIX/interactions/holdout.tfrecord       WTQ training interactions of the held-out tables
     MIX/interactions/holdout_sqa.tfrecord   SQA training interactions (sequences) of the same tables
     MIX/mix_report.json                     what went where, by task, and why
@@ -76,13 +78,15 @@ def main(argv=None) -> int:
                 counts[f"{task}_skipped_holdout_table"] += 1
             else:
                 counts[f"{task}_kept"] += 1
-                kept.append(record)
+                kept.append((task, record))
     rng.shuffle(kept)
     os.makedirs(os.path.join(args.output_dir, "tf_examples"), exist_ok=True)
     os.makedirs(os.path.join(args.output_dir, "interactions"), exist_ok=True)
-    with tf.io.TFRecordWriter(os.path.join(args.output_dir, "tf_examples/train.tfrecord")) as writer:
-        for record in kept:
-            writer.write(record)
+    for suffix, tasks in (("", ("SQA", "WTQ")), ("_sqa", ("SQA",)), ("_wtq", ("WTQ",))):
+        with tf.io.TFRecordWriter(os.path.join(args.output_dir, f"tf_examples/train{suffix}.tfrecord")) as writer:
+            for task, record in kept:
+                if task in tasks:
+                    writer.write(record)
 
     # Interactions of the held-out questions, for run_task.py --mode=predict --interactions_file.
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
