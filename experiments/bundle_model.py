@@ -3,7 +3,8 @@
     python experiments/bundle_model.py --model_dir=/tmp/exp/mix_main --checkpoint=... --note="..." \
         --command="experiments/minilm_sqa_wtq.sh data" --command="..."
 
-The bundle (`tapas_tf.checkpoints.bundled.BUNDLED_DIR`) is a compact directory: float16 weights,
+The bundle (`tapas_tf.checkpoints.bundled.BUNDLED_DIR`) is a compact directory: float16 (or, with
+--weights=int8, int8) weights,
 the model config, the vocabulary (the source's own, else the default BERT one it was trained with),
 and in `compact.json` the commands that made it and its dev evaluations, read from the source's
 `predictions/`: SQA with the model's own previous answers (`dev_metrics.json`) and the gold ones
@@ -24,6 +25,8 @@ flags.DEFINE_string("checkpoint", None, "The checkpoint to bundle (the one evalu
 flags.DEFINE_string("out_dir", None, "Where to write; default the package's bundled model directory.")
 flags.DEFINE_multi_string("command", [], "The commands that made the model, in order.")
 flags.DEFINE_string("note", "", "A sentence on what the model is.")
+flags.DEFINE_enum("weights", "float16", ["float16", "int8"], "How the weights are stored: int8 (weight-only, "
+                  "a scale per row or column) is half the size; check its dev answers against float16's.")
 flags.mark_flag_as_required("model_dir")
 
 MAX_BYTES = 60 * 1000 * 1000  # All bundled weights together: the repository carries them.
@@ -49,7 +52,8 @@ def main(argv: List[str]) -> None:
              "sqa_dev_gold_previous": _metrics(FLAGS.model_dir, "dev_gold_previous")}
     if os.path.exists(os.path.join(FLAGS.model_dir, "predictions", "wtq_dev_metrics.json")):
         notes["wtq_dev"] = _metrics(FLAGS.model_dir, "wtq_dev")
-    info = compact.write_compact_model_dir(FLAGS.model_dir, out_dir, checkpoint=FLAGS.checkpoint, notes=notes)
+    info = compact.write_compact_model_dir(FLAGS.model_dir, out_dir, checkpoint=FLAGS.checkpoint, notes=notes,
+                                          weights=FLAGS.weights)
     # The bundle carries its vocabulary either way, so that it never depends on where the default
     # BERT vocabulary comes from on the user's machine.
     vocab = os.path.join(FLAGS.model_dir, "vocab.txt")
@@ -58,7 +62,7 @@ def main(argv: List[str]) -> None:
     print(json.dumps({"out_dir": out_dir, "files": sizes, "weights_bytes": info["weights_bytes"],
                       "max_abs_rounding_error": info["max_abs_rounding_error"]}, indent=2))
     bundled = os.path.dirname(out_dir)
-    total = sum(os.path.getsize(os.path.join(bundled, name, compact.WEIGHTS_FILE)) for name in os.listdir(bundled)
+    total = sum(os.path.getsize(compact.weights_path(os.path.join(bundled, name))) for name in os.listdir(bundled)
                 if compact.has_compact_weights(os.path.join(bundled, name)))
     if total > MAX_BYTES:
         raise SystemExit(f"{bundled}: bundled weights of {total:,} bytes exceed {MAX_BYTES:,}")

@@ -1,4 +1,4 @@
-"""A compact model directory: the weights in float16, for shipping a model inside the package.
+"""A compact model directory: the weights in float16 or int8, for shipping a model inside the package.
 
     report = write_compact_model_dir("runs/sqa_tiny", "tapas_tf/checkpoints/bundled/sqa_tiny",
                                      notes={"dev ALL": 0.25})
@@ -10,24 +10,41 @@ A compact directory holds `tapas_config.json` (as any model directory), `weights
 weights came from, the float16 rounding error, and the `notes` given). There is no optimizer
 state and no checkpoint folder: it is for prediction, export and asking. Weights are cast back to float32 when
 loaded, so the model computes in float32 with weights rounded to 11 significant bits.
+
+With `weights="int8"` the file is `weights_int8.npz` instead, half the size: every matrix is
+stored as int8 with one float32 scale per slice (`NAME` and `NAME@scale`, symmetric, scale =
+largest magnitude / 127), and vectors (biases, layer norms) stay float16. Embedding tables get a
+scale per row, because a row is what a lookup reads; other matrices one per output column (the last
+axis). This is weight-only quantisation: the weights are multiplied back to float32 when loaded.
 """
 
 import json
 import os
 import zipfile
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 
 WEIGHTS_FILE = "weights_float16.npz"
+INT8_WEIGHTS_FILE = "weights_int8.npz"
+WEIGHTS_FILES = {"float16": WEIGHTS_FILE, "int8": INT8_WEIGHTS_FILE}
 INFO_FILE = "compact.json"
+SCALE_SUFFIX = "@scale"
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
+def weights_path(model_dir: str) -> Optional[str]:
+    """The compact weights file of `model_dir` (float16 or int8), or None."""
+    for name in WEIGHTS_FILES.values():
+        if os.path.exists(os.path.join(model_dir, name)):
+            return os.path.join(model_dir, name)
+    return None
+
+
 def has_compact_weights(model_dir: str) -> bool:
-    return os.path.exists(os.path.join(model_dir, WEIGHTS_FILE))
+    return weights_path(model_dir) is not None
 
 
 def to_float16(name: str, value: np.ndarray) -> np.ndarray:
@@ -41,32 +58,70 @@ def to_float16(name: str, value: np.ndarray) -> np.ndarray:
     return value.astype(np.float16)
 
 
+def to_int8(name: str, value: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """`value` (a matrix or higher) as int8 values and float32 scales, `value ≈ values * scales`.
+
+    Returns:
+      values: <int8>[*value.shape]; scales: <float32> broadcastable to it, one per row of an embedding
+      table (`*embeddings*` names), else one per last-axis column. An all-zero slice has scale 1.
+    """
+    value = np.asarray(value, dtype=np.float32)
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"variable {name} has non-finite values")
+    kept_axis = 0 if "embeddings" in name else value.ndim - 1
+    reduce_axes = tuple(axis for axis in range(value.ndim) if axis != kept_axis)
+    largest = np.max(np.abs(value), axis=reduce_axes, keepdims=True)
+    scales = np.where(largest > 0, largest / 127.0, 1.0).astype(np.float32)
+    values = np.clip(np.rint(value / scales), -127, 127).astype(np.int8)
+    return values, scales
+
+
+def _compress(name: str, value: np.ndarray, weights: str) -> Dict[str, np.ndarray]:
+    """The stored arrays of one variable: {name: float16} or {name: int8, name@scale: float32}."""
+    if weights == "int8" and value.ndim >= 2:
+        values, scales = to_int8(name, value)
+        return {name: values, name + SCALE_SUFFIX: scales}
+    return {name: to_float16(name, value)}
+
+
+def _decompress(stored: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """One variable back in float32 from the arrays `_compress` stored."""
+    value = stored[name].astype(np.float32)
+    scale = stored.get(name + SCALE_SUFFIX)
+    return value if scale is None else value * scale
+
+
 def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[str] = None,
-                            notes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                            notes: Optional[Mapping[str, Any]] = None, weights: str = "float16") -> Dict[str, Any]:
     """Writes the question-answering model of `model_dir` (newest checkpoint, or `checkpoint`)
-    to `out_dir` as a compact directory; returns what `compact.json` holds.
+    to `out_dir` as a compact directory with `weights` "float16" or "int8"; returns what
+    `compact.json` holds.
 
     Raises:
       FileNotFoundError, ValueError: as `model_dir.load_model`; ValueError when `out_dir`
-        already holds a model, or a weight does not fit float16.
+        already holds a model, or a weight does not fit float16, or `weights` is unknown.
     """
+    if weights not in WEIGHTS_FILES:
+        raise ValueError(f"weights must be one of {sorted(WEIGHTS_FILES)}, got {weights!r}")
     if os.path.exists(model_dir_lib.config_path(out_dir)):
         raise ValueError(f"{out_dir} already holds a model directory; write to a new directory")
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
     model = model_dir_lib.load_model(model_dir, checkpoint)
-    weights, worst = {}, 0.0
+    stored, worst, parameters = {}, 0.0, 0
     for name, variable in sorted(model.weight_map().items()):
         value = variable.numpy()
-        weights[name] = to_float16(name, value)
-        worst = max(worst, float(np.max(np.abs(weights[name].astype(np.float32) - value), initial=0.0)))
+        arrays = _compress(name, value, weights)
+        stored.update(arrays)
+        parameters += value.size
+        worst = max(worst, float(np.max(np.abs(_decompress(arrays, name) - value), initial=0.0)))
     os.makedirs(out_dir, exist_ok=True)
     model_dir_lib.save_config(out_dir, model_dir_lib.load_config(model_dir))
-    np.savez_compressed(os.path.join(out_dir, WEIGHTS_FILE), **weights)
+    path = os.path.join(out_dir, WEIGHTS_FILES[weights])
+    np.savez_compressed(path, **stored)
     info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
             "source_step": _checkpoint_step(checkpoint) if checkpoint else 0,
-            "variables": len(weights), "parameters": int(sum(w.size for w in weights.values())),
-            "max_abs_rounding_error": worst,
-            "weights_bytes": os.path.getsize(os.path.join(out_dir, WEIGHTS_FILE)),
+            "weights": weights, "variables": len(model.weight_map()), "parameters": int(parameters),
+            "max_abs_rounding_error": worst, "weights_bytes": os.path.getsize(path),
             "notes": dict(notes or {})}
     with open(os.path.join(out_dir, INFO_FILE), "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -96,17 +151,19 @@ def _checkpoint_step(checkpoint: str) -> int:
 
 
 def restore_compact_weights(model, model_dir: str) -> None:
-    """Sets every variable of a built TapasForQuestionAnswering from `model_dir`'s float16 weights.
+    """Sets every variable of a built TapasForQuestionAnswering from `model_dir`'s compact weights
+    (float16, or int8 with scales).
 
     Raises:
       ValueError: the file is damaged, or its names or shapes are not the model's (names the file
         and the first differences).
     """
-    path = os.path.join(model_dir, WEIGHTS_FILE)
+    path = weights_path(model_dir) or os.path.join(model_dir, WEIGHTS_FILE)
     targets = model.weight_map()
     try:
-        with np.load(path) as stored:
-            weights = {name: stored[name] for name in stored.files}
+        with np.load(path) as file:
+            stored = {name: file[name] for name in file.files}
+        weights = {name: _decompress(stored, name) for name in stored if not name.endswith(SCALE_SUFFIX)}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path}: not a readable weights file ({e})") from e
     missing, unexpected = sorted(set(targets) - set(weights)), sorted(set(weights) - set(targets))

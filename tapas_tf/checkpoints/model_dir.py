@@ -153,7 +153,7 @@ def load_model(model_dir: str, checkpoint: Optional[str] = None):
 
 def restore_weights(model, model_dir: str, checkpoint: Optional[str] = None) -> None:
     """Restores a built TapasForQuestionAnswering from `checkpoint`, else the directory's newest
-    checkpoint, else its float16 weights (a compact directory, `tapas_tf.checkpoints.compact`).
+    checkpoint, else its compact weights (a compact directory, `tapas_tf.checkpoints.compact`).
 
     Raises:
       FileNotFoundError: none of them.
@@ -168,7 +168,8 @@ def restore_weights(model, model_dir: str, checkpoint: Optional[str] = None) -> 
         compact.restore_compact_weights(model, model_dir)
         return
     if checkpoint is None:
-        raise FileNotFoundError(f"{model_dir}: no checkpoint under {CHECKPOINT_DIR}/ and no {compact.WEIGHTS_FILE}")
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under {CHECKPOINT_DIR}/ and no "
+                                f"{' or '.join(compact.WEIGHTS_FILES.values())}")
     with reading_checkpoint(checkpoint, "restore its files or pass another --checkpoint"):
         status = tf.train.Checkpoint(model=model).restore(checkpoint)
     status.expect_partial().assert_existing_objects_matched()

@@ -345,12 +345,14 @@ def predict_model_dir(
     show_progress: bool = True,
     evaluation: str = "sqa",
     rule: DecodingRule = DecodingRule(),
+    output_dir: Optional[str] = None,
 ) -> PredictOutcome:
     """Predicts (and evaluates) a split with a model directory's checkpoint.
 
-    Writes `model_dir/predictions/{name}.tsv`; with `evaluate`, also
-    `model_dir/predictions/{name}_metrics.json` and TensorBoard scalars under
-    `model_dir/eval_{name}` at the checkpoint's step. `name` is the split (`dev`), or
+    Writes `output_dir/predictions/{name}.tsv`; with `evaluate`, also
+    `output_dir/predictions/{name}_metrics.json` and TensorBoard scalars under
+    `output_dir/eval_{name}` at the checkpoint's step. `output_dir` is `model_dir` unless given
+    (a released model's cached copy is read, not written to). `name` is the split (`dev`), or
     `dev_gold_previous` with `use_gold_previous_answer`, so both evaluations are kept.
 
     Args:
@@ -364,10 +366,11 @@ def predict_model_dir(
     """
     if evaluation not in EVALUATIONS:
         raise ValueError(f"evaluation must be one of {sorted(EVALUATIONS)}, got {evaluation!r}")
+    output_dir = output_dir or model_dir
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
     if checkpoint is None and not compact.has_compact_weights(model_dir):
         raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/ "
-                                f"and no {compact.WEIGHTS_FILE}")
+                                f"and no {' or '.join(compact.WEIGHTS_FILES.values())}")
     conversion_config = dataclasses.replace(conversion_config, fail_on_dropped_answers=False)
     converter = ExampleConverter(conversion_config)
     _check_compatible(model_dir_lib.load_config(model_dir), conversion_config, converter.tokenizer.vocab_size)
@@ -384,7 +387,7 @@ def predict_model_dir(
                                use_gold_previous_answer=use_gold_previous_answer,
                                rule=rule, show_progress=show_progress)
     outcome = PredictOutcome(checkpoint=checkpoint, step=step,
-                             predictions_path=predictions_path(model_dir, split, use_gold_previous_answer),
+                             predictions_path=predictions_path(output_dir, split, use_gold_previous_answer),
                              run=run)
     os.makedirs(os.path.dirname(outcome.predictions_path), exist_ok=True)
     write_predictions_tsv(outcome.predictions_path, run.predictions)
@@ -399,9 +402,9 @@ def predict_model_dir(
         # The decoding rules change the score severalfold on WTQ, so the file says which were on.
         outcome.metrics["decoding"] = {"fallback_to_best_cell": rule.fallback_to_best_cell,
                                        "expected_count": rule.expected_count}
-        outcome.metrics_path = metrics_path(model_dir, split, use_gold_previous_answer)
+        outcome.metrics_path = metrics_path(output_dir, split, use_gold_previous_answer)
         metrics_lib.write_metrics_json(outcome.metrics_path, outcome.metrics)
-        write_metric_summaries(os.path.join(model_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),
+        write_metric_summaries(os.path.join(output_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),
                                outcome.metrics, step)
         logging.info("%s metrics at step %d: %s", split, step, ", ".join(
             f"{name}={outcome.metrics[name]:.4f}" for name in SCALAR_METRICS

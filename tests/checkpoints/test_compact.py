@@ -113,6 +113,44 @@ def test_damaged_or_foreign_weights_are_named(compacted, tmp_path):
         model_dir_lib.load_model(str(out))
 
 
+# --- int8 weights ---------------------------------------------------------------------------------
+
+
+def test_int8_quantisation_of_a_hand_checked_matrix():
+    kernel = np.array([[1.27, -0.5], [0.0, 2.54], [-0.635, 0.0]], np.float32)  # [in, out]: a scale per column
+    values, scales = compact.to_int8("layer/kernel", kernel)
+    np.testing.assert_allclose(scales, [[0.01, 0.02]], rtol=1e-6)
+    np.testing.assert_array_equal(values, [[127, -25], [0, 127], [-64, 0]])  # -63.5 rounds to even, -64
+    table = np.array([[0.0, 0.0], [1.0, -0.5]], np.float32)  # an embedding table: a scale per row
+    values, scales = compact.to_int8("bert/embeddings/word_embeddings", table)
+    np.testing.assert_allclose(scales, [[1.0], [1 / 127]], rtol=1e-6)  # an all-zero row keeps scale 1
+    np.testing.assert_array_equal(values, [[0, 0], [127, -64]])
+    with pytest.raises(ValueError, match="variable x has non-finite values"):
+        compact.to_int8("x", np.array([[np.nan, 1.0]]))
+
+
+def test_int8_directory_is_smaller_and_answers_alike(source, compacted, tmp_path):
+    out = str(tmp_path / "int8")
+    info = compact.write_compact_model_dir(source, out, weights="int8")
+    assert sorted(os.listdir(out)) == [compact.INFO_FILE, model_dir_lib.CONFIG_FILE, compact.INT8_WEIGHTS_FILE]
+    assert info["weights"] == "int8" and info["weights_bytes"] < compacted[1]["weights_bytes"]
+    original = model_dir_lib.load_model(source).weight_map()
+    with np.load(os.path.join(out, compact.INT8_WEIGHTS_FILE)) as stored:
+        matrices = [n for n in original if len(original[n].shape) >= 2]
+        assert matrices and all(stored[n].dtype == np.int8 for n in matrices)
+        assert all(stored[n].dtype == np.float16 for n in original if n not in matrices)
+        assert sorted(stored.files) == sorted(list(original) + [n + compact.SCALE_SUFFIX for n in matrices])
+    restored = model_dir_lib.load_model(out).weight_map()
+    for name, variable in original.items():  # Within half a step of the slice's scale.
+        np.testing.assert_allclose(restored[name].numpy(), variable.numpy(), atol=info["max_abs_rounding_error"] + 1e-7)
+    assert 0 < info["max_abs_rounding_error"] < 0.05 * 0.5 * 5 / 127 * 1.01 + 1e-3
+    features = dummy_features(2, 16)
+    np.testing.assert_allclose(model_dir_lib.load_model(out)(features, training=False)["probabilities"],
+                               model_dir_lib.load_model(source)(features, training=False)["probabilities"], atol=2e-2)
+    with pytest.raises(ValueError, match="weights must be one of"):
+        compact.write_compact_model_dir(source, str(tmp_path / "other"), weights="int4")
+
+
 # --- the bundled model ------------------------------------------------------------------------
 
 
