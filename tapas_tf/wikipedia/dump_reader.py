@@ -11,6 +11,10 @@ index file (`stream_offsets`, `stream_ranges`). Each stream of such a dump holds
 elements with no `<mediawiki>` root around them (the first stream holds the header, the last the
 closing tag): a range is read inside a synthetic root, added only where the range lacks the real one.
 
+Each Page carries the article base of its wiki (`Page.wiki_base`, `http://de.wikipedia.org/wiki/` for
+a German dump), read from the dump's `<siteinfo>` and root `xml:lang` (`wiki_urls.site_base`); a
+byte range without the header reads it from the file's first stream (`read_wiki_base`).
+
 Nothing is raised for bad content: `iter_pages` yields `Page`s and `DumpError`s. A damaged file
 (truncated or corrupt bz2, broken XML) yields every page read before the damage, then one fatal
 `DumpError` naming the file and the position; a `<page>` that is well-formed XML but lacks a title
@@ -23,8 +27,13 @@ from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple, Union
 
 from lxml import etree
 
+from tapas_tf.wikipedia.wiki_urls import WIKI_BASE, site_base
+
 CHUNK_BYTES = 1 << 18
 BZ2_MAGIC = b"BZh"
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+# `read_wiki_base` gives up past this much XML without a `<siteinfo>` (the header is a few kB).
+SITEINFO_MAX_BYTES = 1 << 20
 
 REASONS = ("unreadable_file", "truncated_bz2", "damaged_bz2", "broken_xml", "bad_page", "bad_index",
            "bad_range")
@@ -32,7 +41,7 @@ REASONS = ("unreadable_file", "truncated_bz2", "damaged_bz2", "broken_xml", "bad
 
 @dataclasses.dataclass(frozen=True)
 class Page:
-    """One `<page>` of a dump, with the text of its (last) revision."""
+    """One `<page>` of a dump, with the text of its (last) revision and its wiki's article base."""
 
     title: str
     namespace: int
@@ -40,6 +49,7 @@ class Page:
     revision_id: Optional[int]
     redirect: Optional[str]
     wikitext: str
+    wiki_base: str = WIKI_BASE
 
 
 class DumpError(ValueError):
@@ -73,6 +83,7 @@ class _Cursor:
         self.stream_start = start
         self.compressed = False
         self.last_page: Optional[Page] = None
+        self.wiki_base = WIKI_BASE
 
     def error(self, reason: str, detail: str, fatal: bool = True) -> DumpError:
         if self.compressed:
@@ -137,8 +148,8 @@ def _bz2_chunks(raw: Iterator[bytes], first: bytes, cursor: _Cursor) -> Iterator
         raise cursor.error("truncated_bz2", f"the data ends at byte {offset}, inside the bz2 stream")
 
 
-def _starts_with_bz2(path: str) -> bool:
-    with open(path, "rb") as f:
+def _starts_with_bz2(path: str, opener: Callable[[str], BinaryIO] = _open_local) -> bool:
+    with opener(path) as f:
         return f.read(len(BZ2_MAGIC)) == BZ2_MAGIC
 
 
@@ -184,7 +195,7 @@ def _page(element, cursor: _Cursor) -> Union[Page, DumpError]:
                             fatal=False)
     revision_id = _to_int(_child_text(revision, "id")) if revision is not None else None
     wikitext = (_child_text(revision, "text") or "") if revision is not None else ""
-    return Page(title, namespace, page_id, revision_id, redirect, wikitext)
+    return Page(title, namespace, page_id, revision_id, redirect, wikitext, cursor.wiki_base)
 
 
 class _PageParser:
@@ -193,6 +204,8 @@ class _PageParser:
     def __init__(self, cursor: _Cursor):
         self.cursor = cursor
         self.depth = 0
+        self.lang = ""
+        self.site_read = False
         self.parser = etree.XMLPullParser(events=("start", "end"), huge_tree=True, resolve_entities=False,
                                           no_network=True, load_dtd=False)
 
@@ -219,11 +232,19 @@ class _PageParser:
                     root = _local(element.tag)
                     found.append(self.cursor.error("broken_xml", f"the root <{root}> is not <mediawiki>"))
                     return found
+                if self.depth == 1 and element.get(XML_LANG):
+                    # A range's synthetic root has none: the base read from the file's header stays.
+                    self.lang = element.get(XML_LANG)
+                    self.cursor.wiki_base = site_base(lang=self.lang)
                 continue
             self.depth -= 1
             if self.depth != 1:
                 continue
-            if _local(element.tag) == "page":
+            if _local(element.tag) == "siteinfo":
+                self.cursor.wiki_base = site_base(_child_text(element, "base") or "",
+                                                  _child_text(element, "dbname") or "", self.lang)
+                self.site_read = True
+            elif _local(element.tag) == "page":
                 item = _page(element, self.cursor)
                 if isinstance(item, Page):
                     self.cursor.last_page = item
@@ -255,8 +276,11 @@ def iter_pages(path: str, start: Optional[int] = None, end: Optional[int] = None
     range_mode = start is not None or end is not None
     cursor = _Cursor(path, start or 0)
     parser = _PageParser(cursor)
+    if start:
+        # The header (and <siteinfo>) is in the file's first stream, outside this range.
+        cursor.wiki_base = read_wiki_base(path, opener)
     try:
-        for data in _xml_bytes(path, start or 0, end, range_mode, cursor):
+        for data in _xml_bytes(path, start or 0, end, range_mode, cursor, opener):
             items = parser.feed(data)
             yield from items
             if items and isinstance(items[-1], DumpError) and items[-1].fatal:
@@ -273,14 +297,33 @@ def iter_pages(path: str, start: Optional[int] = None, end: Optional[int] = None
     yield from parser.close()
 
 
-def _xml_bytes(path: str, start: int, end: Optional[int], range_mode: bool, cursor: _Cursor
-               ) -> Iterator[bytes]:
+def read_wiki_base(path: str, opener: Callable[[str], BinaryIO] = _open_local) -> str:
+    """The article base of the dump at `path`, from the `<siteinfo>` at its start (English
+    Wikipedia's when the dump has none or cannot be read there: its pages then fail on their own)."""
+    cursor = _Cursor(path, 0)
+    parser = _PageParser(cursor)
+    read, chunks = 0, _xml_bytes(path, 0, None, False, cursor, opener)
+    try:
+        for data in chunks:
+            items = parser.feed(data)
+            read += len(data)
+            if parser.site_read or items or read > SITEINFO_MAX_BYTES:
+                break
+    except DumpError:
+        pass
+    finally:
+        chunks.close()  # Closes the file now, not when the generator is collected.
+    return cursor.wiki_base
+
+
+def _xml_bytes(path: str, start: int, end: Optional[int], range_mode: bool, cursor: _Cursor,
+               opener: Callable[[str], BinaryIO] = _open_local) -> Iterator[bytes]:
     """The XML bytes of the file (decompressed when it starts as bz2), a root added to a range that
     lacks one. Raises DumpError for a file that cannot be read or bz2 damage."""
     try:
-        raw = _raw_chunks(path, start, end)
+        raw = _raw_chunks(path, start, end, opener)
         first = next(raw, b"")
-        if start and first and not first.startswith(BZ2_MAGIC) and _starts_with_bz2(path):
+        if start and first and not first.startswith(BZ2_MAGIC) and _starts_with_bz2(path, opener):
             raise cursor.error("bad_range", f"byte {start} of a bz2 file is not the start of a bz2 stream")
         chunks = _bz2_chunks(raw, first, cursor) if first.startswith(BZ2_MAGIC) else _prepend(first, raw)
         opened = not range_mode

@@ -51,6 +51,7 @@ from tapas_tf.wikipedia.pretrain_interactions import (
     table_id,
 )
 from tapas_tf.wikipedia.table_grid import REASONS, GridStats, RawCell, TableRejected, infobox_table, to_table
+from tapas_tf.wikipedia.wiki_urls import WIKI_BASE, base_from_url
 
 WIKITABLE_CLASS = "wikitable"
 # `infobox` is the class of every English infobox template (all 1,651 of the WTQ crawl); the `_v2`
@@ -196,7 +197,8 @@ Outcome = Union[HtmlExtractedTable, Rejection]
 def _extract_one(table, kind: str, index: int, context: _Context, page: HtmlPage,
                  aliases: Tuple[str, ...]) -> Outcome:
     """The table's HtmlExtractedTable, or a Rejection with the grid rules' reason."""
-    identifier = table_id(page.title, index, kind)
+    base = page_base(page)
+    identifier = table_id(page.title, index, kind, base)
     stats = GridStats()
     try:
         if kind == "infobox":
@@ -206,15 +208,22 @@ def _extract_one(table, kind: str, index: int, context: _Context, page: HtmlPage
     except TableRejected as error:
         return Rejection(error.reason, identifier, str(error), kind)
     return HtmlExtractedTable(proto, context.texts(_caption(table)), kind, stats,
-                              document_url=page.url or page_url(page.title), aliases=aliases)
+                              document_url=page.url or page_url(page.title, base), aliases=aliases)
+
+
+def page_base(page: HtmlPage) -> str:
+    """The article base of the page's wiki, from its crawl URL (`http://de.wikipedia.org/wiki?...`
+    -> `http://de.wikipedia.org/wiki/`); English Wikipedia's without one."""
+    return (base_from_url(page.url) if page.url else None) or WIKI_BASE
 
 
 def extract_html(page: HtmlPage) -> Tuple[List[ExtractedTable], List[Rejection]]:
     """Every wikitable and infobox of a page, extracted or rejected, in document order.
 
-    Ids (`pretrain_interactions.table_id`): `http://en.wikipedia.org/wiki/{Title}_{k}` for
-    wikitable k, `..._infobox{j}` for infobox j, both counted from 0 in document order. The
-    extracted tables are `HtmlExtractedTable`s: `aliases` names the WTQ table a wikitable is.
+    Ids (`pretrain_interactions.table_id`): `http://en.wikipedia.org/wiki/{Title}_{k}` (the wiki
+    of the page's URL, `page_base`) for wikitable k, `..._infobox{j}` for infobox j, both counted
+    from 0 in document order. The extracted tables are `HtmlExtractedTable`s: `aliases` names the
+    WTQ table a wikitable is.
     """
     root = parse_html(page.html)
     if root is None:
@@ -231,8 +240,9 @@ def extract_html(page: HtmlPage) -> Tuple[List[ExtractedTable], List[Rejection]]
         is_wikitable, is_infobox = WIKITABLE_CLASS in names, bool(names & INFOBOX_CLASSES)
         aliases: Tuple[str, ...] = wtq_alias(page, wikitables) if is_wikitable else ()
         if is_wikitable and is_infobox:
-            identifier = table_id(page.title, wikitables)
-            message = f"{identifier}: extracted as {table_id(page.title, infoboxes, 'infobox')}"
+            identifier = table_id(page.title, wikitables, base=page_base(page))
+            infobox_id = table_id(page.title, infoboxes, "infobox", page_base(page))
+            message = f"{identifier}: extracted as {infobox_id}"
             outcomes.append(Rejection("extracted_as_infobox", identifier, message, "wikitable"))
         elif is_wikitable:
             outcomes.append(_extract_one(element, "wikitable", wikitables, context, page, aliases))

@@ -15,10 +15,11 @@ Both extractors (wikitext and rendered HTML) return `ExtractedTable`s and `Rejec
 """
 
 import dataclasses
-from typing import Dict
+from typing import Dict, Tuple
 
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.wikipedia.table_grid import GridStats
+from tapas_tf.wikipedia.wiki_urls import WIKI_BASE
 
 TITLE = "TITLE"
 DESCRIPTION = "DESCRIPTION"
@@ -28,11 +29,16 @@ CAPTION = "CAPTION"
 # The order of the snippets in an Interaction's questions.
 TEXT_KEYS = (TITLE, DESCRIPTION, SEGMENT_TITLE, SEGMENT_TEXT, CAPTION)
 KINDS = ("wikitable", "infobox")
-WIKI_BASE = "http://en.wikipedia.org/wiki/"
+# Markup mended before a table could be read (`ExtractedTable.repairs`, `Rejection.repairs`); the
+# job counts each as `tables_<repair>`: "autoclosed", a wikitable never closed, closed at the end
+# of the page as MediaWiki does; "infobox_recovered", an infobox template never closed, closed
+# after its last parameter line (MediaWiki shows such a template as raw text).
+REPAIRS = ("autoclosed", "infobox_recovered")
 
 
 def page_url(title: str, base: str = WIKI_BASE) -> str:
-    """`Foo bar` -> `http://en.wikipedia.org/wiki/Foo_bar` (the released corpus's form)."""
+    """`Foo bar` -> `http://en.wikipedia.org/wiki/Foo_bar` (the released corpus's form); `base` is
+    the wiki's article base (`wiki_urls.site_base`), `http://de.wikipedia.org/wiki/` for dewiki."""
     return base + title.strip().replace(" ", "_")
 
 
@@ -58,6 +64,7 @@ class ExtractedTable:
       kind: "wikitable" or "infobox".
       stats: limits applied while building the table (spans clipped, title or caption rows dropped).
       document_url: the page's URL (`page_url(title)` for dumps; the crawl's URL for rendered pages).
+      repairs: the `REPAIRS` applied to the markup before the table could be read.
     """
 
     table: interaction_pb2.Table
@@ -65,6 +72,7 @@ class ExtractedTable:
     kind: str
     stats: GridStats = dataclasses.field(default_factory=GridStats)
     document_url: str = ""
+    repairs: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -78,12 +86,14 @@ class ExtractedTable:
 @dataclasses.dataclass(frozen=True)
 class Rejection:
     """A table that was found but not kept: `reason` (a `table_grid.REASONS` entry or an
-    extractor's own, e.g. "template_cells"), the id it would have had, and why."""
+    extractor's own, e.g. "template_cells"), the id it would have had, why, and the `REPAIRS`
+    applied to its markup."""
 
     reason: str
     table_id: str
     message: str
     kind: str = "wikitable"
+    repairs: Tuple[str, ...] = ()
 
 
 def to_interaction(extracted: ExtractedTable) -> interaction_pb2.Interaction:

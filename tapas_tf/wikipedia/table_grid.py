@@ -4,7 +4,8 @@ An extractor (wikitext or HTML) reads a table as rows of `RawCell`s (text alread
 its header flag and spans); `to_table` then:
 
 1. expands colspan and rowspan, copying a spanning cell's text into every position it covers, and
-   pads short rows with empty cells;
+   pads short rows with empty cells; then drops the columns in which no cell starts, as a browser
+   shows them (see `drop_unstarted_columns`);
 2. drops leading title rows (one cell across the whole width, as "Medal table" above a header);
 3. requires a header row: the first remaining row must be all header cells (`<th>`, `!`); the
    all-header rows right below it are merged into it, column by column ("Results" over "Score"
@@ -15,14 +16,17 @@ its header flag and spans); `to_table` then:
    and columns with no text below the header (image or colour-swatch columns), counting them;
 5. refuses tables with more than `MAX_CELLS` cells, with no body row, or with one column.
 
-A one-cell row whose colspan is wider than the table (a footnote with `colspan=12` under eight
-columns) is narrowed to the table's width first, so that it cannot widen the grid.
+A colspan wider than the table (a footnote with `colspan=12` under eight columns, a last cell with
+`colspan="99999"`) therefore ends at the table's edge and does not widen it. A cell spanning more
+than `MAX_SPAN` columns with cells after it in its row is refused (`span_too_large`): those
+cells would stand in columns of their own, past the table, under no header.
 
 An infobox is a list of (label, value) pairs and becomes one header row and one data row
 (`infobox_table`). Refusals raise `TableRejected` with a reason from `REASONS`, which the Beam job
 counts.
 """
 
+import bisect
 import dataclasses
 from typing import List, Optional, Sequence, Tuple
 
@@ -30,10 +34,13 @@ from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers.common import make_table
 
 MAX_CELLS = 500
-# Spans beyond this are markup errors (colspan="1000"); they are clipped to it, and counted.
+# Wider than any real table: a colspan beyond this is markup for "to the end of the row".
 MAX_SPAN = 100
+# HTML's limit: browsers read a larger colspan as this.
+HTML_MAX_COLSPAN = 1000
 
-REASONS = ("no_header_row", "too_many_cells", "no_body_rows", "single_column", "empty_table")
+REASONS = ("no_header_row", "too_many_cells", "no_body_rows", "single_column", "empty_table",
+           "span_too_large")
 
 
 class TableRejected(ValueError):
@@ -56,9 +63,9 @@ class RawCell:
 
 @dataclasses.dataclass
 class GridStats:
-    """Limits applied while building a table (for counters): clipped spans, dropped rows."""
+    """Limits applied while building a table (for counters): narrowed spans, dropped rows."""
 
-    spans_clipped: int = 0
+    spans_narrowed: int = 0
     title_rows_dropped: int = 0
     caption_rows_dropped: int = 0
     empty_rows_dropped: int = 0
@@ -67,31 +74,31 @@ class GridStats:
     spanning_rows_dropped: int = 0
 
 
-def _span(value: int, stats: GridStats) -> int:
-    if value < 1:
-        return 1
-    if value > MAX_SPAN:
-        stats.spans_clipped += 1
-        return MAX_SPAN
-    return value
+def expand_spans(rows: Sequence[Sequence[RawCell]]) -> List[List[RawCell]]:
+    """The rectangular grid of `rows`, spans expanded, short rows padded with empty cells.
 
-
-def expand_spans(rows: Sequence[Sequence[RawCell]], stats: Optional[GridStats] = None) -> List[List[RawCell]]:
-    """The rectangular grid of `rows`, spans expanded (each copy has span 1), short rows padded.
-
-    A rowspan reaching below the last row is cut at the table's end (as browsers render it).
+    The positions a cell covers hold one shared copy of it with span 1. A colspan is read as at
+    most `HTML_MAX_COLSPAN`, and a rowspan reaching below the last row is cut at the table's end
+    (as browsers render them).
     """
-    stats = stats if stats is not None else GridStats()
+    return _place(rows)[0]
+
+
+def _place(rows: Sequence[Sequence[RawCell]]) -> Tuple[List[List[RawCell]], List[List[int]]]:
+    """`expand_spans`'s grid, and the column at which each cell of `rows` starts."""
     grid: List[List[Optional[RawCell]]] = []
+    starts: List[List[int]] = []
     for row_index, row in enumerate(rows):
         while len(grid) <= row_index:
             grid.append([])
         column = 0
+        starts.append([])
         for cell in row:
             while column < len(grid[row_index]) and grid[row_index][column] is not None:
                 column += 1  # Skip positions filled by rowspans from above.
-            width, height = _span(cell.colspan, stats), _span(cell.rowspan, stats)
-            height = min(height, len(rows) - row_index)
+            starts[-1].append(column)
+            width = min(max(cell.colspan, 1), HTML_MAX_COLSPAN)
+            height = min(max(cell.rowspan, 1), len(rows) - row_index)
             copy = RawCell(cell.text, cell.is_header)
             for down in range(height):
                 target = grid[row_index + down] if row_index + down < len(grid) else None
@@ -105,18 +112,51 @@ def expand_spans(rows: Sequence[Sequence[RawCell]], stats: Optional[GridStats] =
                         target[column + across] = copy
             column += width
     width = max((len(row) for row in grid), default=0)
-    return [[cell if cell is not None else RawCell("") for cell in row] + [RawCell("")] * (width - len(row))
-            for row in grid]
+    return ([[cell if cell is not None else RawCell("") for cell in row] + [RawCell("")] * (width - len(row))
+             for row in grid], starts)
 
 
-def _narrow_single_cell_rows(rows: Sequence[Sequence[RawCell]]) -> List[List[RawCell]]:
-    """One-cell rows spanning wider than the other rows are narrowed to their width."""
-    widths = [sum(max(cell.colspan, 1) for cell in row) for row in rows if len(row) > 1]
-    if not widths:
-        return [list(row) for row in rows]
-    width = max(widths)
-    return [[dataclasses.replace(row[0], colspan=width)] if len(row) == 1 and row[0].colspan > width
-            else list(row) for row in rows]
+def _check_spans(rows: Sequence[Sequence[RawCell]], table_id: str) -> None:
+    """Refuses a span past `MAX_SPAN` that is not the last cell of its row (`span_too_large`).
+
+    Why refuse rather than keep: the cells after it stand, in the rendered table, in columns of
+    their own past the table's other rows, under no header; no table a reader sees has them
+    where the markup seems to mean, and `no_header_row` would hide why."""
+    for row_index, row in enumerate(rows):
+        for cell_index, cell in enumerate(row[:-1]):
+            if cell.colspan > MAX_SPAN:
+                raise TableRejected("span_too_large", f"{table_id}: row {row_index + 1}: a cell spans "
+                                    f"{cell.colspan} columns and {len(row) - 1 - cell_index} more "
+                                    "cells follow it")
+
+
+def drop_unstarted_columns(rows: Sequence[Sequence[RawCell]], stats: GridStats
+                           ) -> Tuple[List[List[RawCell]], List[List[RawCell]]]:
+    """The grid of `rows` without the columns in which no cell starts, and `rows` with each
+    colspan cut to the columns kept.
+
+    Why: a browser gives such a column no width (no cell of its own sits in it), so a colspan
+    that reaches past the other rows (`colspan="99999"` for "to the end of the row", a footnote's
+    `colspan=12` under eight columns) or that no other row splits shows as a cell ending at the
+    table's edge, or as one column: the table MediaWiki shows is this one, and keeping it keeps
+    its rows. Each cut colspan is counted in `stats.spans_narrowed`.
+    """
+    grid, starts = _place(rows)
+    kept = sorted({column for row in starts for column in row})
+    if len(kept) == (len(grid[0]) if grid else 0):
+        return grid, [list(row) for row in rows]
+    index = {column: position for position, column in enumerate(kept)}
+    narrowed = []
+    for row, row_starts in zip(rows, starts):
+        narrowed.append([])
+        for cell, start in zip(row, row_starts):
+            end = start + min(max(cell.colspan, 1), HTML_MAX_COLSPAN)
+            width = bisect.bisect_left(kept, end) - index[start]
+            if width < cell.colspan:
+                stats.spans_narrowed += 1
+                cell = dataclasses.replace(cell, colspan=width)
+            narrowed[-1].append(cell)
+    return [[row[column] for column in kept] for row in grid], narrowed
 
 
 def _drop_empty_columns(header: List[str], body: List[List[str]], stats: GridStats):
@@ -141,11 +181,12 @@ def to_table(rows: Sequence[Sequence[RawCell]], table_id: str, stats: Optional[G
     """The Table of a markup table, by the rules of the module docstring.
 
     Raises:
-      TableRejected: no header row, too many cells, no body row, one column, or no cells.
+      TableRejected: no header row, too many cells, no body row, one column, no cells, or a
+        span past `MAX_SPAN` with cells after it.
     """
     stats = stats if stats is not None else GridStats()
-    rows = _narrow_single_cell_rows(rows)
-    grid = expand_spans(rows, stats)
+    _check_spans(rows, table_id)
+    grid, rows = drop_unstarted_columns(rows, stats)
     if not grid or not grid[0]:
         raise TableRejected("empty_table", f"{table_id}: the table has no cells")
     width = len(grid[0])

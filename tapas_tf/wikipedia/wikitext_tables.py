@@ -1,6 +1,8 @@
 """Tables of a Wikipedia page's wikitext, with the text around them (paper, section 3).
 
-A page is parsed with mwparserfromhell, then:
+A page's wikitext is mended where its markup is never closed (`wikitext_repair`: a `{|` closed at
+the end of the page, as MediaWiki does; an `{{Infobox` closed after its parameters), parsed with
+mwparserfromhell, then:
 
 - every wikitable (a table whose class list holds `wikitable`, in `{| ... |}` or `<table>`
   syntax) is read as rows of cells (`!` cells and `<th>` are header cells; colspan and rowspan
@@ -22,7 +24,10 @@ A page is parsed with mwparserfromhell, then:
   (any level); SEGMENT_TEXT, the text of that section between the heading and the table (at
   most its last `SEGMENT_TEXT_MAX_WORDS` words, those nearest the table); CAPTION.
 
-Every table found is either an `ExtractedTable` or a `Rejection`.
+Every table found is either an `ExtractedTable` or a `Rejection`, with the repairs its markup
+needed (`repairs`). A wikitable or infobox opened in the text (outside comments, `<ref>` and
+the like) that the parser still did not read is a Rejection too (`markup_not_parsed`), so that
+none vanishes uncounted. Ids and URLs are those of the page's wiki (`Page.wiki_base`).
 """
 
 import re
@@ -32,7 +37,7 @@ import mwparserfromhell
 from mwparserfromhell.nodes import Heading, Tag, Template, Text
 from mwparserfromhell.wikicode import Wikicode
 
-from tapas_tf.wikipedia import wikitext_text
+from tapas_tf.wikipedia import wikitext_repair, wikitext_text
 from tapas_tf.wikipedia.dump_reader import Page
 from tapas_tf.wikipedia.pretrain_interactions import (
     CAPTION,
@@ -40,7 +45,6 @@ from tapas_tf.wikipedia.pretrain_interactions import (
     SEGMENT_TEXT,
     SEGMENT_TITLE,
     TITLE,
-    WIKI_BASE,
     ExtractedTable,
     Rejection,
     page_url,
@@ -52,7 +56,7 @@ DESCRIPTION_MAX_WORDS = 100
 SEGMENT_TEXT_MAX_WORDS = 100
 SKIP_REASONS = ("redirect", "not_article", "empty_text")
 # Rejections of this module beside table_grid.REASONS.
-WIKITEXT_REASONS = ("template_cells",)
+WIKITEXT_REASONS = ("template_cells", "markup_not_parsed")
 
 # Infobox parameters that hold no fact for a table: media, their captions, maps, layout, wiring.
 INFOBOX_SKIPPED = re.compile(
@@ -100,9 +104,11 @@ def _tag_name(node) -> str:
 
 
 def is_wikitable(node) -> bool:
-    if _tag_name(node) != "table" or not node.has("class"):
+    if _tag_name(node) != "table":
         return False
-    return "wikitable" in str(node.get("class").value).split()
+    # Attribute names are case-insensitive (MediaWiki lowercases them): `CLASS="wikitable"` is one.
+    classes = [str(a.value or "") for a in node.attributes if str(a.name).strip().lower() == "class"]
+    return bool(classes) and "wikitable" in classes[-1].split()
 
 
 def is_infobox(node) -> bool:
@@ -258,28 +264,33 @@ def _found_in(node) -> Iterator[Union[Tag, Template]]:
                 yield from _found_in(child)
 
 
-def _parse(page: Page) -> Wikicode:
+def _parse(page: Page) -> Tuple[Wikicode, wikitext_repair.Repaired]:
+    """The page's wikitext, mended (`wikitext_repair`), parsed."""
     try:
+        repaired = wikitext_repair.repair(page.wikitext)
         # skip_style_tags: see wikitext_text (quotes are taken out of the text there).
-        return mwparserfromhell.parse(page.wikitext, skip_style_tags=True)
+        return mwparserfromhell.parse(repaired.text, skip_style_tags=True), repaired
     except Exception as e:  # noqa: BLE001 -- any parser failure costs the page, which the job counts.
         raise PageParseError(page.title, f"mwparserfromhell failed: {type(e).__name__}: {e}") from None
 
 
-def extract_page_tables(page: Page, base: str = WIKI_BASE) -> Tuple[List[ExtractedTable], List[Rejection]]:
+def extract_page_tables(page: Page, base: Optional[str] = None
+                        ) -> Tuple[List[ExtractedTable], List[Rejection]]:
     """The wikitables and infoboxes of a page: kept ones with their texts, and rejected ones.
 
-    The caller skips pages with a `page_skip_reason` first. Raises PageParseError when the
-    parser fails or the markup nests too deeply to walk.
+    Ids and URLs start with `base`, by default the page's wiki's (`Page.wiki_base`). The caller
+    skips pages with a `page_skip_reason` first. Raises PageParseError when the parser fails or
+    the markup nests too deeply to walk.
     """
-    code = _parse(page)
+    code, repaired = _parse(page)
     try:
-        return _extract(page, code, base)
+        return _extract(page, code, base or page.wiki_base, repaired)
     except RecursionError:
         raise PageParseError(page.title, "the markup nests too deeply") from None
 
 
-def _extract(page: Page, code: Wikicode, base: str) -> Tuple[List[ExtractedTable], List[Rejection]]:
+def _extract(page: Page, code: Wikicode, base: str, repaired: wikitext_repair.Repaired
+             ) -> Tuple[List[ExtractedTable], List[Rejection]]:
     context = _Context(code.nodes)
     url = page_url(page.title, base)
     kept, rejected = [], []
@@ -294,6 +305,8 @@ def _extract(page: Page, code: Wikicode, base: str) -> Tuple[List[ExtractedTable
             segment_title, segment_text = context.segment(index)
             texts = {TITLE: page.title, DESCRIPTION: context.description(), SEGMENT_TITLE: segment_title,
                      SEGMENT_TEXT: segment_text}
+            # Why only then: str() of a node copies its whole source.
+            repairs = wikitext_repair.repairs_of(found) if repaired.changed else ()
             stats = GridStats()
             try:
                 if kind == "infobox":
@@ -301,10 +314,24 @@ def _extract(page: Page, code: Wikicode, base: str) -> Tuple[List[ExtractedTable
                 else:
                     table, texts[CAPTION] = _wikitable(found, tid, stats)
             except TableRejected as e:
-                rejected.append(Rejection(e.reason, tid, str(e), kind))
+                rejected.append(Rejection(e.reason, tid, str(e), kind, repairs))
                 continue
-            kept.append(ExtractedTable(table, texts, kind, stats, url))
+            kept.append(ExtractedTable(table, texts, kind, stats, url, repairs))
+    rejected.extend(_not_parsed(page.title, base, repaired.written, counts))
     return kept, rejected
+
+
+def _not_parsed(title: str, base: str, written: Dict[str, int], counts: Dict[str, int]) -> List[Rejection]:
+    """A Rejection ("markup_not_parsed") for each wikitable or infobox written in the text that the
+    parser did not read as one: without it, such a table would vanish uncounted. Their ids follow
+    the page's read ones (where they were on the page is unknown)."""
+    lost = []
+    for kind, count in written.items():
+        for index in range(counts[kind], count):
+            tid = table_id(title, index, kind, base)
+            lost.append(Rejection("markup_not_parsed", tid, f"{tid}: the text opens {count} {kind}s, the "
+                                  f"parser read {counts[kind]}", kind))
+    return lost
 
 
 def _wikitable(node: Tag, tid: str, stats: GridStats):

@@ -21,10 +21,25 @@ class FixturePage:
     redirect: Optional[str] = None
 
 
-def header(version: str = "0.11") -> str:
+@dataclasses.dataclass(frozen=True)
+class Wiki:
+    """What a dump's header says of its wiki: root `xml:lang`, `<dbname>`, `<base>` (None: left out)."""
+
+    lang: Optional[str] = "en"
+    dbname: Optional[str] = "enwiki"
+    base: Optional[str] = None
+
+
+GERMAN = Wiki("de", "dewiki", "https://de.wikipedia.org/wiki/Wikipedia:Hauptseite")
+
+
+def header(version: str = "0.11", wiki: Wiki = Wiki()) -> str:
+    lang = f' xml:lang="{wiki.lang}"' if wiki.lang is not None else ""
+    dbname = f"    <dbname>{wiki.dbname}</dbname>\n" if wiki.dbname is not None else ""
+    base = f"    <base>{escape(wiki.base)}</base>\n" if wiki.base is not None else ""
     return (f'<mediawiki xmlns="http://www.mediawiki.org/xml/export-{version}/" '
-            f'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" version="{version}" xml:lang="en">\n'
-            "  <siteinfo>\n    <sitename>Wikipedia</sitename>\n    <dbname>enwiki</dbname>\n"
+            f'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" version="{version}"{lang}>\n'
+            f"  <siteinfo>\n    <sitename>Wikipedia</sitename>\n{dbname}{base}"
             '    <namespaces>\n      <namespace key="0" case="first-letter" />\n    </namespaces>\n'
             "  </siteinfo>\n")
 
@@ -42,23 +57,23 @@ def page_xml(page: FixturePage) -> str:
             "    </revision>\n  </page>\n")
 
 
-def dump_xml(pages: Sequence[FixturePage], version: str = "0.11") -> str:
-    return header(version) + "".join(page_xml(page) for page in pages) + FOOTER
+def dump_xml(pages: Sequence[FixturePage], version: str = "0.11", wiki: Wiki = Wiki()) -> str:
+    return header(version, wiki) + "".join(page_xml(page) for page in pages) + FOOTER
 
 
-def write_dump(path, pages: Sequence[FixturePage], version: str = "0.11") -> None:
+def write_dump(path, pages: Sequence[FixturePage], version: str = "0.11", wiki: Wiki = Wiki()) -> None:
     """A dump as `.xml` or, when `path` ends with `.bz2`, as one bz2 stream."""
-    data = dump_xml(pages, version).encode("utf-8")
+    data = dump_xml(pages, version, wiki).encode("utf-8")
     with open(path, "wb") as f:
         f.write(bz2.compress(data) if str(path).endswith(".bz2") else data)
 
 
 def write_multistream(path, index_path, pages: Sequence[FixturePage], pages_per_stream: int = 2,
-                      version: str = "0.10") -> List[int]:
+                      version: str = "0.10", wiki: Wiki = Wiki()) -> List[int]:
     """A multistream dump and its bz2 index; returns the offsets of the page streams."""
     offsets, index_lines = [], []
     with open(path, "wb") as f:
-        f.write(bz2.compress(header(version).encode("utf-8")))
+        f.write(bz2.compress(header(version, wiki).encode("utf-8")))
         for first in range(0, len(pages), pages_per_stream):
             group = pages[first:first + pages_per_stream]
             offsets.append(f.tell())

@@ -7,7 +7,15 @@ import pytest
 
 from tapas_tf.wikipedia import dump_reader
 from tapas_tf.wikipedia.dump_reader import DumpError, Page, iter_pages, stream_offsets, stream_ranges
-from tests.wikipedia.dump_fixtures import FixturePage, dump_xml, numbered_pages, write_dump, write_multistream
+from tests.wikipedia.dump_fixtures import (
+    GERMAN,
+    FixturePage,
+    Wiki,
+    dump_xml,
+    numbered_pages,
+    write_dump,
+    write_multistream,
+)
 
 PAGES = [
     FixturePage("Alpha", "'''Alpha''' is a <b>letter</b> & more.", page_id=12, revision_id=500),
@@ -174,3 +182,38 @@ def test_stream_offsets_sorted_unique_and_bad_lines(tmp_path):
     with pytest.raises(DumpError, match=r"bad-index.txt.bz2:2: not an 'offset:page_id:title' line"):
         stream_offsets(str(bad))
     assert stream_ranges([5, 9, 20], 2) == [(5, 20), (20, None)]
+
+
+def test_pages_carry_the_wiki_of_their_dump(tmp_path):
+    """A German dump's `<siteinfo>` gives its pages `http://de.wikipedia.org/wiki/`, also in a byte
+    range that holds no header (it is read from the first stream); without `<base>` and
+    `<dbname>`, the root's `xml:lang` says which Wikipedia it is."""
+    path, index = tmp_path / "dewiki-multistream.xml.bz2", tmp_path / "index.txt.bz2"
+    offsets = write_multistream(path, index, numbered_pages(4), pages_per_stream=2, wiki=GERMAN)
+    german = "http://de.wikipedia.org/wiki/"
+    assert {page.wiki_base for page in iter_pages(str(path))} == {german}
+    assert {page.wiki_base for page in iter_pages(str(path), offsets[1], None)} == {german}
+    assert dump_reader.read_wiki_base(str(path)) == german
+    plain = tmp_path / "frwiki.xml"
+    write_dump(plain, numbered_pages(1), wiki=Wiki("fr", None, None))
+    assert [page.wiki_base for page in iter_pages(str(plain))] == ["http://fr.wikipedia.org/wiki/"]
+    bare = tmp_path / "bare.xml"
+    write_dump(bare, numbered_pages(1), wiki=Wiki(None, None, None))
+    assert [page.wiki_base for page in iter_pages(str(bare))] == ["http://en.wikipedia.org/wiki/"]
+
+
+def test_the_opener_reads_every_byte(tmp_path):
+    """Byte ranges and the bz2 probe go through `opener` (the Beam job's file systems, gs://)."""
+    path, index = tmp_path / "m.xml.bz2", tmp_path / "index.txt.bz2"
+    offsets = write_multistream(path, index, numbered_pages(4), pages_per_stream=2, wiki=GERMAN)
+    opened = []
+
+    def opener(name):
+        opened.append(name)
+        return open(name, "rb")
+
+    pages = list(iter_pages("remote:" + str(path), offsets[1], None,
+                            opener=lambda name: opener(name.removeprefix("remote:"))))
+    assert [page.page_id for page in pages] == [3, 4]
+    assert pages[0].wiki_base == "http://de.wikipedia.org/wiki/"
+    assert opened and set(opened) == {str(path)}

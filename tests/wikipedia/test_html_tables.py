@@ -215,3 +215,21 @@ def test_missing_page_and_bad_json_are_page_errors(tmp_path):
     with pytest.raises(PageError) as error:
         read_page(path)
     assert error.value.reason == "bad_metadata" and error.value.path.endswith("5.json")
+
+
+def test_a_german_page_with_colspan_99999_keeps_its_table_under_german_ids():
+    """`colspan="99999"` ends at the table's edge, as the browser shows it; with cells after it
+    the table is refused as `span_too_large`. Ids follow the crawl URL's wiki."""
+    html = ("<table class=\"wikitable\"><tr><th>Jahr</th><th>Ort</th></tr>"
+            "<tr><td>1990</td><td>Oslo</td></tr><tr><td colspan=\"99999\">abgesagt</td></tr>"
+            "<tr><td>1994</td><td colspan=\"99999\">Lillehammer</td></tr></table>"
+            "<table class=\"wikitable\"><tr><th>Name</th><th>Punkte</th></tr>"
+            "<tr><td colspan=\"99999\">x</td><td>5</td></tr></table>")
+    page = html_tables.HtmlPage(title="Spiele", url="http://de.wikipedia.org/wiki?action=render&curid=9",
+                                page_id=9, revision=1, html=html, source_key="de/9")
+    (table,), (rejection,) = html_tables.extract_html(page)
+    assert table.table.table_id == "http://de.wikipedia.org/wiki/Spiele_0"
+    assert _texts(table.table) == [["Jahr", "Ort"], ["1990", "Oslo"], ["1994", "Lillehammer"]]
+    assert (table.stats.spans_narrowed, table.stats.caption_rows_dropped) == (2, 1)
+    assert (rejection.reason, rejection.table_id) == ("span_too_large",
+                                                      "http://de.wikipedia.org/wiki/Spiele_1")

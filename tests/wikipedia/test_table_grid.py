@@ -42,13 +42,44 @@ def test_colspan_and_rowspan_are_expanded_by_copying():
                                            ["2013 (1st)", "Shahid", "Vasay"]]
 
 
-def test_short_rows_are_padded_and_overlong_spans_clipped():
-    stats = GridStats()
-    grid = expand_spans([[H("a"), H("b"), H("c")], [D("x")], [D("y", rowspan=MAX_SPAN + 50)]], stats)
+def test_short_rows_are_padded_and_a_rowspan_is_cut_at_the_table_end():
+    grid = expand_spans([[H("a"), H("b"), H("c")], [D("x")], [D("y", rowspan=99999)]])
     assert [[c.text for c in row] for row in grid] == [["a", "b", "c"], ["x", "", ""], ["y", "", ""]]
-    assert stats.spans_clipped == 1
-    # A rowspan below the last row is cut at the table's end.
-    assert len(grid) == 3
+
+
+def test_a_huge_last_colspan_ends_at_the_table_edge_and_is_counted():
+    """`colspan="99999"` ends its row, as a browser shows it; under a rowspan it starts one
+    column in, and the row stays a body row (it is not a caption across the table)."""
+    rows = [[H("Year"), H("Event"), H("Note")],
+            [D("2010", rowspan=2), D("Opening"), D("first")],
+            [D("Closing, date unknown", colspan=99999)],
+            [D("2011"), D("Final", colspan=99999)]]
+    stats = GridStats()
+    assert _texts(to_table(rows, "t", stats)) == [
+        ["Year", "Event", "Note"], ["2010", "Opening", "first"],
+        ["2010", "Closing, date unknown", "Closing, date unknown"], ["2011", "Final", "Final"]]
+    assert stats.spans_narrowed == 2
+    assert stats.caption_rows_dropped == 0
+
+
+def test_a_huge_colspan_with_cells_after_it_is_span_too_large():
+    rows = [[H("Name"), H("Score")], [D("x", colspan=MAX_SPAN + 1), D("y")]]
+    with pytest.raises(TableRejected, match=r"t: row 2: a cell spans 101 columns and 1 more cells follow it"
+                       ) as error:
+        to_table(rows, "t")
+    assert error.value.reason == "span_too_large"
+    # At MAX_SPAN the span is believed, and the table is as wide as it says (no header over y).
+    with pytest.raises(TableRejected, match="no row of header cells") as error:
+        to_table([[H("Name"), H("Score")], [D("x", colspan=MAX_SPAN), D("y")]], "t")
+    assert error.value.reason == "no_header_row"
+
+
+def test_a_column_no_row_splits_is_one_column():
+    """`! a !! colspan=2 | b` over `| 1 || colspan=2 | 2`: the browser shows two columns."""
+    stats = GridStats()
+    rows = [[H("a"), H("b", colspan=2)], [D("1"), D("2", colspan=2)]]
+    assert _texts(to_table(rows, "t", stats)) == [["a", "b"], ["1", "2"]]
+    assert stats.spans_narrowed == 2
 
 
 def test_title_rows_above_the_header_and_caption_rows_inside_are_dropped():
