@@ -13,12 +13,16 @@ Stages (`--stage`, default `all`, both in one pipeline):
   corpus) or TFRecords (`--interactions_format=tfrecord`);
 - examples: Interactions (those of extract, or `--input_interactions`, e.g. Google's released
   `interactions.txtpb.gz`) -> OUTPUT_DIR/tf_examples/{train,test}-SSSSS-of-NNNNN.tfrecord.
-Then OUTPUT_DIR/pretrain_report.json with every counter. Flags that this job does not define go to
+Then OUTPUT_DIR/pretrain_report.json with every counter. While it runs, the pages, interactions and
+examples done so far are shown on stderr: a live line on a terminal, else a log line every 30 s
+(--noprogress_bar: neither); only when the steps run in this process, not with --runner=... or
+--direct_running_mode=multi_processing. Flags that this job does not define go to
 Beam, if Beam's pipeline options know them. TensorFlow's C++ start-up lines are hidden unless
 --verbosity=debug (`tapas_tf.cli`).
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -39,18 +43,23 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.features.pretrain_config import PretrainConfig  # noqa: E402
-from tapas_tf.pipelines import beam_options, pretrain_data, reports, runners  # noqa: E402
+from tapas_tf.pipelines import beam_options, pretrain_data, progress, reports, runners  # noqa: E402
 
 REPORT_FILE = "pretrain_report.json"
 STAGES = ("all", "extract", "examples")
+# What the progress line counts, by stage; the first is the one whose rate it shows.
+PROGRESS_UNITS = {"all": ("pages", "interactions", "examples"), "extract": ("pages", "interactions"),
+                  "examples": ("interactions", "examples")}
 
 
-def build_pipeline(root, args: argparse.Namespace, config: Optional[PretrainConfig]) -> None:
-    """Adds the stages of `args.stage` to `root`."""
+def build_pipeline(root, args: argparse.Namespace, config: Optional[PretrainConfig],
+                   progress_key: Optional[str] = None) -> None:
+    """Adds the stages of `args.stage` to `root`; with `progress_key` (a `progress.Progress.key`),
+    the pages read, the interactions made or read and the examples written are reported to it."""
     output_dir = args.output_dir
     if args.stage in ("all", "extract"):
         interactions = root | "Extract" >> pretrain_data.ExtractTables(
-            args.input_dumps, args.input_pages, args.exclude_tables, args.streams_per_range)
+            args.input_dumps, args.input_pages, args.exclude_tables, args.streams_per_range, progress_key)
         prefix = os.path.join(output_dir, "interactions", "interactions")
         if args.interactions_format == "txtpb":
             pretrain_data.write_text_protos(interactions, prefix)
@@ -59,8 +68,11 @@ def build_pipeline(root, args: argparse.Namespace, config: Optional[PretrainConf
                 prefix, file_name_suffix=".tfrecord", coder=beam.coders.ProtoCoder(interaction_pb2.Interaction))
     else:
         interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(args.input_interactions)
+    if progress_key is not None:
+        interactions = interactions | "Progress" >> progress.CountItems(progress_key,
+                                                                        pretrain_data.progress_counts)
     if args.stage in ("all", "examples"):
-        examples = interactions | "Examples" >> pretrain_data.ToPretrainExamples(config)
+        examples = interactions | "Examples" >> pretrain_data.ToPretrainExamples(config, progress_key)
         for split in pretrain_data.SPLITS:
             _ = getattr(examples, split) | f"Write/{split}" >> beam.io.WriteToTFRecord(
                 os.path.join(output_dir, "tf_examples", split), file_name_suffix=".tfrecord")
@@ -88,18 +100,25 @@ def package_for_workers(options: PipelineOptions) -> Optional[str]:
     return wheel
 
 
-def run(args: argparse.Namespace, pipeline_args: Sequence[str]) -> dict:
-    """Runs the job and writes OUTPUT_DIR/pretrain_report.json; returns the report."""
+def run(args: argparse.Namespace, pipeline_args: Sequence[str],
+        progress_settings: Optional[progress.ProgressSettings] = None) -> dict:
+    """Runs the job and writes OUTPUT_DIR/pretrain_report.json; returns the report.
+
+    `progress_settings`: show the items done while the job runs (when its steps run in this
+    process; see `tapas_tf.pipelines.progress`); None shows nothing."""
     _check_args(args)
     config = pretrain_config(args) if args.stage in ("all", "examples") else None
     options = PipelineOptions(list(pipeline_args))
     package_for_workers(options)
     if not args.output_dir.startswith("gs://"):
         ensure_writable_dir(args.output_dir, "--output_dir")
+    meter = progress.for_pipeline(progress_settings, options, "create_pretrain_data",
+                                  PROGRESS_UNITS[args.stage])
     pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
-    build_pipeline(pipeline, args, config)
-    result = pipeline.run()
-    result.wait_until_finish()
+    build_pipeline(pipeline, args, config, progress_key=meter.key if meter else None)
+    with meter or contextlib.nullcontext():
+        result = pipeline.run()
+        result.wait_until_finish()
     if options.view_as(TestOptions).dry_run:
         # The runner translated the pipeline (for Dataflow: the job graph) and submitted nothing.
         return {"stage": args.stage, "dry_run": True, "job": getattr(result, "job", None), "counters": {},
@@ -160,6 +179,7 @@ def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--dupe_factor", type=int, default=10)
     p.add_argument("--random_seed", type=int, default=12345)
     p.add_argument("--test_fraction", type=float, default=0.01)
+    progress.add_progress_flags(p, "pages, interactions and examples")
     add_verbosity_flag(p)
     return p
 
@@ -173,7 +193,8 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> None:
         job_parser.error(str(e))
     log_to_stderr(args.verbosity)
     try:
-        report = run(args, pipeline_args)
+        report = run(args, pipeline_args,
+                     progress_settings=progress.ProgressSettings() if args.progress_bar else None)
     except (ValueError, OSError) as e:
         job_parser.exit(1, f"{job_parser.prog}: error: {e}\n")
     print(json.dumps(report["counters"], indent=2))

@@ -11,9 +11,15 @@ Writes, per split: `interactions/{split}.tfrecord`, `tf_examples/{split}.tfrecor
 and `failures/{split}.tsv` (file, lines, question id, reason, message: every input line or
 question that did not become an example), then `conversion_report.json`, which accounts for
 every line and question of every split (docs/DATA_CONTRACT.md).
+
+While it runs, the questions and interactions done so far are shown on stderr: a live line on a
+terminal, else a log line every 30 s (--noprogress_bar: neither). Only when the steps run in this
+process: not with --runner=... or --direct_running_mode=multi_processing, whose workers are other
+processes (the report's counts are the job's counts either way).
 """
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -31,7 +37,8 @@ from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.data.readers import sqa, wikisql, wtq  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
-from tapas_tf.pipelines import beam_options, classifier_data, reports, runners, task_files  # noqa: E402
+from tapas_tf.pipelines import (  # noqa: E402
+    beam_options, classifier_data, progress, reports, runners, task_files)
 from tapas_tf.tasks import Split, Task  # noqa: E402
 
 REPORT_FILE = reports.REPORT_FILE
@@ -68,15 +75,21 @@ def check_inputs(task: Task, input_dir: str, splits: Sequence[Split]) -> None:
 
 
 def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
-                   config: ConversionConfig, splits: Sequence[Split]) -> None:
-    """Adds every split's read -> annotate -> convert -> write chain to `root`."""
+                   config: ConversionConfig, splits: Sequence[Split],
+                   progress_key: Optional[str] = None) -> None:
+    """Adds every split's read -> annotate -> convert -> write chain to `root`; with `progress_key`
+    (a `progress.Progress.key`), each interaction read is reported to that progress."""
     for split in splits:
         paths = task_files.split_paths(output_dir, split.name)
         split_config = config.for_split(split.is_training)  # drop_rows_to_fit None: dev and test only.
         source = os.path.join(input_dir, split.file_name)
         read = root | f"{split.name}/Read" >> classifier_data.ReadReleaseFile(
             source, input_dir, _release_file(task, split))
-        annotated = read.interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers(source)
+        interactions = read.interactions
+        if progress_key is not None:
+            interactions = interactions | f"{split.name}/Progress" >> progress.CountItems(
+                progress_key, classifier_data.progress_counts)
+        annotated = interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers(source)
         (annotated.interactions
          | f"{split.name}/WriteInteractions" >> beam.io.WriteToTFRecord(
              paths["interactions"], coder=beam.coders.ProtoCoder(interaction_pb2.Interaction),
@@ -94,20 +107,26 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
 
 def run_create_data(task: Task, input_dir: str, output_dir: str, config: ConversionConfig,
                     pipeline_args: Optional[Sequence[str]] = None,
-                    train_file_name: Optional[str] = None) -> dict:
+                    train_file_name: Optional[str] = None,
+                    progress_settings: Optional[progress.ProgressSettings] = None) -> dict:
     """Runs the job and writes `conversion_report.json`; returns the report.
 
     `config.drop_rows_to_fit` None drops rows to fit in the evaluation splits (dev, test) only,
     so that every evaluation question is converted; True or False holds for every split.
-    `train_file_name` replaces the task's train split file (WTQ's `training.tsv`)."""
+    `train_file_name` replaces the task's train split file (WTQ's `training.tsv`).
+    `progress_settings`: show the questions and interactions done while the job runs (when its
+    steps run in this process; see `tapas_tf.pipelines.progress`); None shows nothing."""
     splits = task_files.available_splits(task, input_dir, train_file_name)
     check_inputs(task, input_dir, splits)
     options = PipelineOptions(list(pipeline_args or []))
     ensure_writable_dir(output_dir, "--output_dir")
+    meter = progress.for_pipeline(progress_settings, options, "create_data", classifier_data.PROGRESS_UNITS)
     pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
-    build_pipeline(pipeline, task, input_dir, output_dir, config, splits)
-    result = pipeline.run()
-    result.wait_until_finish()
+    build_pipeline(pipeline, task, input_dir, output_dir, config, splits,
+                   progress_key=meter.key if meter else None)
+    with meter or contextlib.nullcontext():
+        result = pipeline.run()
+        result.wait_until_finish()
     report = {"task": task.value, "input_dir": input_dir, "config": config.__dict__,
               **reports.collect_report(result, splits, output_dir, config)}
     with open(os.path.join(output_dir, REPORT_FILE), "w") as f:
@@ -133,6 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                         help="Drop the questions whose tables do not fit, in every split.")
     parser.add_argument("--train_release_file", default=None,
                         help="The train split's file in --input_dir instead of the task's (WTQ: training.tsv).")
+    progress.add_progress_flags(parser, "questions and interactions")
     add_verbosity_flag(parser)
     args, pipeline_args = parser.parse_known_args(argv)
     try:
@@ -148,7 +168,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         cell_trim_length=args.cell_trim_length, strip_column_names=args.strip_column_names,
         drop_rows_to_fit=args.drop_rows_to_fit)
     report = run_create_data(Task(args.task), args.input_dir, args.output_dir, config, pipeline_args,
-                             train_file_name=args.train_release_file)
+                             train_file_name=args.train_release_file,
+                             progress_settings=progress.ProgressSettings() if args.progress_bar else None)
     print(json.dumps(report["splits"], indent=2))
 
 

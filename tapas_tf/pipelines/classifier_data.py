@@ -15,7 +15,7 @@ output. No single input stops the job: an unexpected exception on one element is
 
 import copy
 import logging
-from typing import Callable, Iterator, NamedTuple, Type, Union
+from typing import Callable, Dict, Iterator, NamedTuple, Type, Union
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -111,6 +111,14 @@ class ReadReleaseFile(beam.PTransform):
                 | "TsvPath" >> beam.Create([self._tsv_path])
                 | "ReadTsv" >> beam.ParDo(_ReadFileFn(self._input_dir, self._release_file)).with_outputs(
                     FAILED, main="interactions"))
+
+
+def progress_counts(interaction: interaction_pb2.Interaction) -> Dict[str, int]:
+    """What one interaction adds to the job's progress (`progress.CountItems`): its questions, itself."""
+    return {"questions": len(interaction.questions), "interactions": 1}
+
+
+PROGRESS_UNITS = ("questions", "interactions")
 
 
 def annotate_interaction(interaction: interaction_pb2.Interaction) -> interaction_pb2.Interaction:

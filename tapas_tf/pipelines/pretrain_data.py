@@ -8,13 +8,15 @@ pull parser (a multistream dump with its index is cut into byte ranges of stream
 one big file is read by many workers), a rendered page whole. Nothing holds more than one page in
 memory, so memory does not grow with the input. Every page, table and example is counted in the
 `tapas_tf` counter namespace by what became of it (`pages_*`, `tables_*`, `examples_*`,
-`interactions_*`), and the job's report is built from those counters.
+`interactions_*`), and the job's report is built from those counters. Given a `progress_key`,
+the pages read and the examples written are also reported to the job's progress
+(`tapas_tf.pipelines.progress`) as they go.
 """
 
 import logging
 import os
 import re
-from typing import FrozenSet, Iterable, Iterator, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -25,6 +27,7 @@ from google.protobuf import text_format
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
+from tapas_tf.pipelines import progress
 from tapas_tf.pipelines.classifier_data import counter
 from tapas_tf.wikipedia import dump_reader, html_tables, wikitext_tables
 from tapas_tf.wikipedia.pretrain_interactions import ExtractedTable, to_interaction
@@ -71,9 +74,18 @@ def is_excluded(extracted: ExtractedTable, title: str, excluded: FrozenSet[str])
 
 
 def _emit(tables: Iterable[ExtractedTable], rejections, title: str, excluded: FrozenSet[str]):
+    # Mended markup (`tables_autoclosed`, `tables_infobox_recovered`) is counted whatever became of the
+    # table; the grid rules' limits (`grid_spans_narrowed`, `grid_empty_rows_dropped`, ...) per kept table.
     for rejection in rejections:
         counter(f"tables_rejected_{rejection.reason}").inc()
+        for repair in rejection.repairs:
+            counter(f"tables_{repair}").inc()
     for extracted in tables:
+        for repair in extracted.repairs:
+            counter(f"tables_{repair}").inc()
+        for name, value in vars(extracted.stats).items():
+            if value:
+                counter(f"grid_{name}").inc(value)
         if is_excluded(extracted, title, excluded):
             counter("tables_excluded").inc()
             continue
@@ -107,10 +119,12 @@ def multistream_index(path: str) -> Optional[str]:
 
 
 class _ExcludingFn(beam.DoFn):
-    """A DoFn that loads the exclusion file once per worker (`self._excluded`)."""
+    """A DoFn that loads the exclusion file once per worker (`self._excluded`) and reports the pages
+    it reads to the progress of `progress_key`."""
 
-    def __init__(self, exclusions_path: Optional[str]):
+    def __init__(self, exclusions_path: Optional[str], progress_key: Optional[str] = None):
         self._exclusions_path = exclusions_path
+        self._progress_key = progress_key
         self._excluded: FrozenSet[str] = frozenset()
 
     def setup(self):
@@ -128,6 +142,7 @@ class _ExtractDumpFn(_ExcludingFn):
                 logging.warning("%s", item)
                 continue
             counter("pages_read").inc()
+            progress.report(self._progress_key, pages=1)
             skip = wikitext_tables.page_skip_reason(item)
             if skip:
                 counter(f"pages_skipped_{skip}").inc()
@@ -152,6 +167,7 @@ class _ExtractHtmlFn(_ExcludingFn):
 
     def process(self, path: str) -> Iterator:
         counter("pages_read").inc()
+        progress.report(self._progress_key, pages=1)
         try:
             page = html_tables.parse_page(path, _read_bytes(path), _read_metadata(path))
             tables, rejections = html_tables.extract_html(page)
@@ -195,15 +211,18 @@ class ExtractTables(beam.PTransform):
       html_patterns: globs of rendered pages (`.html`, `.html.gz`, with `.json` metadata beside).
       exclusions_path: a file of table ids, WTQ/SQA table names or `title:...` lines to leave out.
       streams_per_range: bz2 streams of a multistream dump read by one worker.
+      progress_key: a `progress.Progress.key` to report each page read to.
     """
 
     def __init__(self, dump_patterns: Iterable[str] = (), html_patterns: Iterable[str] = (),
-                 exclusions_path: Optional[str] = None, streams_per_range: int = STREAMS_PER_RANGE):
+                 exclusions_path: Optional[str] = None, streams_per_range: int = STREAMS_PER_RANGE,
+                 progress_key: Optional[str] = None):
         super().__init__()
         self._streams_per_range = streams_per_range
         self._dumps = list(dump_patterns)
         self._pages = list(html_patterns)
         self._exclusions_path = exclusions_path
+        self._progress_key = progress_key
 
     def expand(self, root):
         outputs = []
@@ -211,12 +230,14 @@ class ExtractTables(beam.PTransform):
             outputs.append(_matched(root, "Dumps", self._dumps)
                            | "Dumps/Split" >> beam.ParDo(_SplitDumpFn(self._streams_per_range))
                            | "Dumps/Spread" >> beam.Reshuffle()
-                           | "Dumps/Extract" >> beam.ParDo(_ExtractDumpFn(self._exclusions_path)))
+                           | "Dumps/Extract" >> beam.ParDo(_ExtractDumpFn(self._exclusions_path,
+                                                                          self._progress_key)))
         if self._pages:
             outputs.append(_matched(root, "Pages", self._pages)
                            | "Pages/OnlyPages" >> beam.Filter(lambda p: p.endswith((".html", ".html.gz")))
                            | "Pages/Spread" >> beam.Reshuffle()
-                           | "Pages/Extract" >> beam.ParDo(_ExtractHtmlFn(self._exclusions_path)))
+                           | "Pages/Extract" >> beam.ParDo(_ExtractHtmlFn(self._exclusions_path,
+                                                                          self._progress_key)))
         if not outputs:
             raise ValueError("ExtractTables needs dump or page patterns")
         return tuple(outputs) | "Interactions" >> beam.Flatten()
@@ -271,8 +292,9 @@ def write_text_protos(interactions, prefix: str, num_shards: int = 0):
 class _ToExamplesFn(beam.DoFn):
     """Interaction -> serialized masked-LM examples, tagged by split (`SPLITS`)."""
 
-    def __init__(self, config: PretrainConfig):
+    def __init__(self, config: PretrainConfig, progress_key: Optional[str] = None):
         self._config = config
+        self._progress_key = progress_key
         self._maker = None
 
     def setup(self):
@@ -298,6 +320,7 @@ class _ToExamplesFn(beam.DoFn):
                 if value:
                     counter(f"limit_{name}").inc(value)
             counter(f"examples_written_{split}").inc()
+            progress.report(self._progress_key, examples=1)
             # Deterministic: map fields would otherwise be written in an order that varies by process.
             yield pvalue.TaggedOutput(split, result.to_tf_example().SerializeToString(deterministic=True))
 
@@ -308,11 +331,20 @@ class ToPretrainExamples(beam.PTransform):
     Numbers and dates are annotated first (ranks need them). Each interaction gives
     `config.dupe_factor` examples or counted skips, each seeded from its table id, duplicate index
     and `config.random_seed`, so the output does not depend on the runner or worker count.
+    `progress_key`: a `progress.Progress.key` to report each example written to.
     """
 
-    def __init__(self, config: PretrainConfig):
+    def __init__(self, config: PretrainConfig, progress_key: Optional[str] = None):
         super().__init__()
         self._config = config
+        self._progress_key = progress_key
 
     def expand(self, interactions):
-        return interactions | "MakeExamples" >> beam.ParDo(_ToExamplesFn(self._config)).with_outputs(*SPLITS)
+        return interactions | "MakeExamples" >> beam.ParDo(
+            _ToExamplesFn(self._config, self._progress_key)).with_outputs(*SPLITS)
+
+
+def progress_counts(interaction: interaction_pb2.Interaction) -> Dict[str, int]:
+    """What one interaction adds to the job's progress (`progress.CountItems`)."""
+    del interaction  # Each counts once.
+    return {"interactions": 1}

@@ -1,6 +1,8 @@
-"""Choosing the Beam runner of a data job."""
+"""Choosing the Beam runner of a data job, and telling whether its steps run in this process."""
 
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from typing import Optional
+
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 
 def default_runner(options: PipelineOptions):
@@ -15,3 +17,19 @@ def default_runner(options: PipelineOptions):
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     return FnApiRunner()
+
+
+def steps_run_elsewhere(options: PipelineOptions) -> Optional[str]:
+    """Why the job's steps would run outside this process (what `--runner`, or
+    `--direct_running_mode=multi_processing`, says), or None when they run in it.
+
+    In it: `default_runner`'s FnApiRunner, in memory or on threads (multi_threading). A runner named
+    by --runner may start other processes (DirectRunner may hand the job to Prism), so it counts as
+    elsewhere.
+    """
+    runner = options.view_as(StandardOptions).runner
+    if runner:
+        return f"--runner={runner} may run the steps in other processes"
+    if options.view_as(DirectOptions).direct_running_mode == "multi_processing":
+        return "--direct_running_mode=multi_processing runs the steps in worker processes"
+    return None

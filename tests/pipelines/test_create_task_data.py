@@ -99,6 +99,10 @@ def test_cli_create_data(tmp_path):
     assert report["splits"]["train"]["examples_written"] == 9
     assert report["config"]["max_seq_length"] == 256
     assert "train: 9 of 9 questions converted" in result.stderr
+    # stderr is no terminal here: the progress is a log line (every 30 s, and when the job is done).
+    done = (r"^I \d\d:\d\d:\d\d progress\.py:\d+\] create_data done: 14 questions, 7 interactions "
+            r"\[\d\d:\d\d, [\d.]+ questions/s\]$")
+    assert re.search(done, result.stderr, re.MULTILINE), result.stderr[-3000:]
 
 
 def test_cli_usage_errors(tmp_path):

@@ -7,6 +7,7 @@ format read back unchanged, determinism over 1 and 2 worker processes, and a Dat
 """
 
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from tapas_tf.beam_jobs import create_pretrain_data as job
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.features.example_features import pretrain_parsing_spec
 from tapas_tf.pipelines import pretrain_data
+from tapas_tf.pipelines.progress import ProgressSettings
 from tapas_tf.wikipedia import wikitext_tables
 from tests.vocab_fixture import write_test_vocab
 from tests.wikipedia.dump_fixtures import FixturePage, write_multistream
@@ -72,14 +74,14 @@ def _write_inputs(folder):
     return dump, exclusions
 
 
-def _run(folder, out, *extra):
+def _run(folder, out, *extra, progress_settings=None):
     dump, exclusions = _write_inputs(folder)
     vocab = write_test_vocab(str(folder / "vocab.txt"), ["norway", "sweden", "glomma", "lions", "bears"])
     args, rest = job.parser().parse_known_args([
         f"--output_dir={out}", f"--input_dumps={dump}", f"--input_pages={folder / 'pages' / '*' / '*.html.gz'}",
         f"--exclude_tables={exclusions}", f"--vocab_file={vocab}", f"--dupe_factor={DUPES}",
         "--max_seq_length=64", "--test_fraction=0.0", "--streams_per_range=1", *extra])
-    return job.run(args, rest)
+    return job.run(args, rest, progress_settings)
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +116,18 @@ def test_every_page_and_table_is_counted(run):
     assert counters["interactions_read"] == 4
     written = counters.get("examples_written_train", 0)
     assert written + sum(v for k, v in counters.items() if k.startswith("examples_skipped_")) == 4 * DUPES
+
+
+def test_progress_shows_the_pages_interactions_and_examples_of_the_report(tmp_path):
+    stream = io.StringIO()
+    (tmp_path / "in").mkdir()
+    report = _run(tmp_path / "in", tmp_path / "out", "--direct_num_workers=1",
+                  progress_settings=ProgressSettings(stream=stream, tty=True))
+    counters = report["counters"]
+    assert counters["pages_read"] == 8
+    final = stream.getvalue().split("\r")[-1]
+    assert final.startswith(f"create_pretrain_data done: 8 pages, {counters['interactions_read']} interactions, "
+                            f"{counters['examples_written_train']} examples [")
 
 
 def test_interactions_are_written_in_the_released_text_format(run):
