@@ -1,7 +1,6 @@
 """Command line: ask a table a question (`tapas_tf.inference.table_qa`).
 
     python -m tapas_tf.ask --table=t.csv "which city is the largest?"   # the bundled tiny SQA model
-    python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv "which city is the largest?"
     python -m tapas_tf.ask --model=google/tapas-base-finetuned-wtq --table=t.csv "..."  # a released model
     python -m tapas_tf.ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
     python -m tapas_tf.ask ... --html=answer.html "..."                  # also a self-contained page
@@ -9,8 +8,9 @@
 Prints the answer (with the executed value of SUM, AVERAGE or COUNT) and the table with the selected
 cells as *text*, or with --json one JSON line per answer and nothing else on stdout (prompts and
 messages go to stderr). In a conversation each question sees the previous answer; `:new` starts
-over, `:quit` or the end of input stops. Errors are one line, `ask: error: ...`, exit 2 for a wrong
-command line, else 1 (a bad table fails before the model loads). -v debug: TensorFlow's C++ logs too.
+over, `:quit` or the end of input stops. A model directory with a current model.tflite answers with
+LiteRT, without loading TensorFlow (--backend). Errors are one line, `ask: error: ...`, exit 2 for a
+wrong command line, else 1 (a bad table fails before the model loads). -v debug: C++ logs too.
 """
 
 import os
@@ -31,12 +31,13 @@ flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on CPUs "
                   "with AVX512_BF16 or AMX; probabilities move by about 1e-2.")
 flags.DEFINE_bool("json", False, "Print each answer as one JSON line instead of the marked table.")
+flags.DEFINE_enum("backend", "auto", ["auto", "lite", "tensorflow"], "lite: the model directory's "
+                  "model.tflite, without TensorFlow (starts fast); auto: lite when it has a current one.")
 flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --threshold, ... too.
 
 
 def main(argv: List[str]) -> None:
-    from tapas_tf.inference.console import Console, read_table_file
-    from tapas_tf.inference.tables import AskError
+    from tapas_tf.inference.console import AskError, Console, read_table_file
 
     question = " ".join(argv[1:]).strip()
     if not FLAGS.table or (argv[1:] and not question):
@@ -44,7 +45,8 @@ def main(argv: List[str]) -> None:
                  else "--table is required (ask --help lists the flags)", cli.USAGE_EXIT_CODE)
     try:
         table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
-        qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision)
+        qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend)
+        qa.name = f"{qa.name} ({qa.backend})"  # answered by: bundled sqa_tiny (LiteRT)
         console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
         console.run(qa.conversation(table), question, sys.stdin)
     except (AskError, FileNotFoundError, ValueError) as e:

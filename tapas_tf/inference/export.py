@@ -31,6 +31,9 @@ Outputs of both (`seq` is the length the model ran at, `max_num_rows`/`max_num_c
 
 Bad input (features of unequal lengths, a sequence longer than the position table) fails the
 request with an InvalidArgument error that says what is wrong.
+
+For asking on one machine without TensorFlow, `lite_export` writes a LiteRT copy of the model into
+its model directory instead (model.tflite, which `ask` and `TableQA` pick up).
 """
 
 import os

@@ -15,51 +15,58 @@ The model stays loaded and warm. Each question runs at the smallest sequence buc
 (32 ... 512 tokens), with one compiled function per bucket. Tables bigger than the model holds
 are pruned to the rows and columns most related to the question (`prune=True`, the default) and
 the result's `diagnostics` say so; see `ask_encoding` for the limits.
+
+Two backends run the model, and everything else (encoding, batching, decoding, executing
+SUM/AVERAGE/COUNT) is this module's, whichever runs it (`BACKENDS`):
+
+- "tensorflow": the Keras model from the checkpoint (`tf_runner`); bfloat16 and XLA are options.
+- "lite": the model directory's LiteRT copy, model.tflite (`lite_model`; written by
+  `lite_export`), run by `ai-edge-litert` without importing TensorFlow: a process that asks with
+  it starts in well under a second. Its answers equal TensorFlow's (probabilities within 1e-4).
+- "auto" (the default): "lite" when the directory has a current copy and the interpreter is
+  installed and no TensorFlow-only option is asked for, else "tensorflow"; a copy that exists
+  but cannot answer (stale: the weights changed since it was made) is logged as a warning.
+
+This module imports no TensorFlow; the TensorFlow backend loads it when chosen.
 """
 
-import contextlib
+import dataclasses
+import logging
 import os
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
+import pandas as pd
 
-import dataclasses  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
-from tapas_tf.checkpoints.bundled import bundled_model_dir  # noqa: E402
-from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
-from tapas_tf.inference.ask_encoding import (  # noqa: E402
+from tapas_tf.checkpoints import model_dir as model_dir_lib
+from tapas_tf.checkpoints.bundled import bundled_model_dir
+from tapas_tf.features.tokenization import TapasTokenizer
+from tapas_tf.features.vocab import resolve_vocab_file
+from tapas_tf.inference import lite_model
+from tapas_tf.inference.ask_encoding import (
     MODEL_INPUT_FEATURES,
     EncodedQuestion,
     PreparedTable,
     TableEncoder,
 )
-from tapas_tf.inference.ask_results import AskResult, decode_answer  # noqa: E402
-from tapas_tf.inference.decoding import DecodingRule  # noqa: E402
-from tapas_tf.inference.question_hints import no_aggregation_head_note  # noqa: E402
-from tapas_tf.inference.tables import AskError, TableLike  # noqa: E402, F401 (AskError is public here)
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-
-# What answering needs from the model.
-_OUTPUTS = ("probabilities", "aggregation_logits")
-# The heads' segment counts at inference: every row and column the embeddings can address. No
-# weight depends on them, and a table within the trained limits gets the same outputs.
-_MAX_SEGMENTS = 256
+from tapas_tf.inference.ask_results import AskResult, decode_answer
+from tapas_tf.inference.decoding import DecodingRule
+from tapas_tf.inference.question_hints import no_aggregation_head_note
+from tapas_tf.inference.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
 PRECISIONS = ("float32", "bfloat16")
-_BF16_REWRITE = "auto_mixed_precision_onednn_bfloat16"
+BACKENDS = ("auto", "lite", "tensorflow")
 
 
 class TableQA:
     """A loaded model that answers questions about tables.
 
     Args:
-      model: a TapasForQuestionAnswering with weights.
+      runner: runs the model: `runner(length, rows)` maps rows of MODEL_INPUT_FEATURES, each
+        <int32>[length], to "probabilities" <float32>[rows, length] and, with an aggregation
+        head, "aggregation_logits" <float32>[rows, num_agg]; `runner.has_aggregation_head` and
+        `runner.backend` say what it is (`tf_runner.TensorFlowRunner`, `lite_model.LiteRunner`).
       encoder: the matching `TableEncoder` (conversion limits, vocabulary, pruning).
       threshold: a cell is selected when its probability is above it.
       fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
@@ -67,38 +74,52 @@ class TableQA:
       expected_count: COUNT counts the k most probable cells, k the sum of the cell
         probabilities rounded (for models trained from answers only, such as WTQ's; off:
         Google's and Hugging Face's decoding). See `decoding.expected_count_cells`.
-      jit_compile: compile each bucket's function with XLA (pays at short buckets; compiling
-        costs a few seconds per bucket on first use).
-      precision: "float32", or "bfloat16" to run the matrix products in bfloat16 (TensorFlow's
-        oneDNN rewrite of the graph; the weights stay float32). On a CPU with AVX512_BF16 it made
-        the base model's forward pass at 384 tokens 1.35x faster (226 against 167 ms); probabilities move by about
-        1e-2, so a cell near the threshold can change sides. Without those instructions
-        TensorFlow leaves the graph in float32.
       name: which model this is; every result carries it (`AskResult.model`).
 
     A model without an aggregation head answers a question that reads like counting or arithmetic
     ("how many", "total") with cells and a note saying so (`question_hints`).
     """
 
-    def __init__(self, model, encoder: TableEncoder, threshold: float = 0.5, jit_compile: bool = False,
-                 precision: str = "float32", fallback_to_best_cell: bool = False,
+    def __init__(self, runner, encoder: TableEncoder, threshold: float = 0.5, fallback_to_best_cell: bool = False,
                  expected_count: bool = False, name: str = "model"):
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        self.model = model
+        self.runner = runner
         self.encoder = encoder
         self.rule = DecodingRule(threshold, fallback_to_best_cell, expected_count)
-        self.jit_compile = jit_compile
-        self.precision = precision
         self.name = name
-        self._functions: Dict[int, Callable] = {}
+
+    @property
+    def backend(self) -> str:
+        """Which runs the model: "TensorFlow" or "LiteRT"."""
+        return self.runner.backend
+
+    @property
+    def model(self):
+        """The Keras model (TensorFlow backend), else None."""
+        return getattr(self.runner, "model", None)
+
+    @property
+    def jit_compile(self) -> bool:
+        return getattr(self.runner, "jit_compile", False)
+
+    @property
+    def precision(self) -> str:
+        return getattr(self.runner, "precision", "float32")
 
     @classmethod
     def from_model_dir(cls, model_dir: Optional[str] = None, checkpoint: Optional[str] = None,
                        vocab_file: Optional[str] = None, prune: bool = True, max_seq_length: Optional[int] = None,
+                       backend: str = "auto", jit_compile: bool = False, precision: str = "float32",
                        **options) -> "TableQA":
         """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
         without one, the bundled model (`tapas_tf.checkpoints.bundled`).
+
+        `backend` is "auto", "lite" or "tensorflow" (the module docstring). The TensorFlow-only
+        options: `jit_compile` compiles each bucket's function with XLA (pays at short buckets;
+        compiling costs a few seconds per bucket on first use); `precision` "bfloat16" runs the
+        matrix products in bfloat16 (TensorFlow's oneDNN rewrite of the graph; the weights stay
+        float32). On a CPU with AVX512_BF16 it made the base model's forward pass at 384 tokens
+        1.35x faster (226 against 167 ms); probabilities move by about 1e-2, so a cell near the
+        threshold can change sides. Without those instructions TensorFlow leaves the graph in float32.
 
         The vocabulary is `vocab_file`, else the model directory's `vocab.txt`, else BERT's uncased
         vocabulary (with `[EMPTY]`), which is what every released TAPAS model uses.
@@ -108,21 +129,27 @@ class TableQA:
         trained through the expected count and whose cells often stay below the threshold; off
         otherwise (Google's and Hugging Face's decoding).
         """
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if model_dir is None:
             model_dir = bundled_model_dir()
             name = f"bundled {os.path.basename(model_dir)}"
         else:
             name = os.path.basename(os.path.normpath(model_dir))
-        config = model_dir_lib.load_config(model_dir)
+        runner, config = _load_runner(model_dir, checkpoint, backend, jit_compile, precision)
         for rule in ("fallback_to_best_cell", "expected_count"):
             if options.get(rule) is None:
                 options[rule] = bool(config.use_answer_as_supervision)
         options.setdefault("name", name)
-        model = _load_inference_model(model_dir, checkpoint, config)
         local_vocab = os.path.join(model_dir, "vocab.txt")
         vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
-        encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length)
-        return cls(model, encoder, **options)
+        # tensorflow-text's tokenizer (equal output on printable ASCII) would load TensorFlow.
+        tokenizer = TapasTokenizer(vocab, use_fast=runner.backend == "TensorFlow")
+        encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
+                                         tokenizer=tokenizer)
+        return cls(runner, encoder, **options)
 
     @classmethod
     def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
@@ -166,6 +193,11 @@ class TableQA:
         """A conversation about one table, in which each question sees the previous answer."""
         return Conversation(self, self.encoder.prepare(table))
 
+    def answer_encoded(self, encoded: Sequence[EncodedQuestion]) -> List[AskResult]:
+        """Answers questions already encoded (`encoder.encode`), about any tables, batched by bucket:
+        how a server answers the questions of concurrent requests together (`batching`)."""
+        return self._run(encoded)
+
     # --- the model --------------------------------------------------------------------------------
 
     def warm_up(self, lengths: Optional[Sequence[int]] = None) -> Tuple[int, ...]:
@@ -202,46 +234,39 @@ class TableQA:
     def _finish(self, result: AskResult) -> AskResult:
         """`result` with the model's name, and a note when it cannot aggregate what is asked."""
         notes = result.diagnostics
-        if self.model.aggregation_head is None:
+        if not self.runner.has_aggregation_head:
             note = no_aggregation_head_note(result.question)
             notes = notes + ((note,) if note else ())
         return dataclasses.replace(result, diagnostics=notes, model=self.name)
 
-    def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
-        """Model outputs for rows of one bucket length (one traced function per length)."""
-        if length not in self._functions:
-            spec = {name: tf.TensorSpec([None, length], tf.int32, name=name) for name in MODEL_INPUT_FEATURES}
-
-            @tf.function(input_signature=[spec], jit_compile=self.jit_compile)
-            def run(features):
-                outputs = self.model(features, training=False)
-                return {key: outputs[key] for key in _OUTPUTS if key in outputs}
-
-            self._functions[length] = run
-        # The rewrite option is part of how TensorFlow instantiates a function: it must be on at
-        # every call (both instantiations stay cached, so switching costs nothing after the first).
-        with _graph_rewrite(_BF16_REWRITE, self.precision == "bfloat16"):
-            outputs = self._functions[length](_batch(rows))
-        return {key: value.numpy() for key, value in outputs.items()}
+    def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Mapping[str, np.ndarray]:
+        """Model outputs for rows of one bucket length (see `runner`)."""
+        return self.runner(length, rows)
 
 
-def _batch(rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, tf.Tensor]:
-    return {name: tf.constant(np.stack([row[name] for row in rows]), tf.int32) for name in MODEL_INPUT_FEATURES}
+def _load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_compile: bool, precision: str):
+    """(the runner `backend` picks for `model_dir`, the model's config)."""
+    if not os.path.exists(model_dir_lib.config_path(model_dir)):  # Before TensorFlow loads, if it will.
+        raise FileNotFoundError(f"{model_dir} is not a tapas-tf model directory: {model_dir_lib.CONFIG_FILE} "
+                                "is missing")
+    tensorflow_only = [option for option, asked in (("jit_compile", jit_compile),
+                                                    (f"precision={precision}", precision != "float32")) if asked]
+    if backend == "lite" and tensorflow_only:
+        raise ValueError(f"{' and '.join(tensorflow_only)} need the TensorFlow backend, not LiteRT")
+    if backend != "tensorflow" and not tensorflow_only:
+        try:
+            lite = lite_model.read_current_lite_model(model_dir, checkpoint)
+            return lite_model.LiteRunner(lite), lite.model_config
+        except lite_model.LiteModelError as e:
+            if backend == "lite":
+                raise
+            if e.present:
+                logging.warning("%s; answering with TensorFlow", e)
+    from tapas_tf.inference.tf_runner import TensorFlowRunner  # pylint: disable=import-outside-toplevel
 
-
-@contextlib.contextmanager
-def _graph_rewrite(option: str, on: bool):
-    """Turns a Grappler option on for the calls inside, then restores it. The option is
-    process-wide: a function another thread runs meanwhile sees it too."""
-    if not on:
-        yield
-        return
-    before = bool(tf.config.optimizer.get_experimental_options().get(option, False))
-    tf.config.optimizer.set_experimental_options({option: True})
-    try:
-        yield
-    finally:
-        tf.config.optimizer.set_experimental_options({option: before})
+    config = model_dir_lib.load_config(model_dir)
+    return TensorFlowRunner.from_model_dir(model_dir, checkpoint, config, jit_compile=jit_compile,
+                                           precision=precision), config
 
 
 @dataclasses.dataclass
@@ -273,13 +298,3 @@ def _previous_cells(previous: PreviousAnswer) -> Optional[Sequence[Tuple[int, in
         return [(int(r), int(c)) for r, c in previous]
     except (TypeError, ValueError):
         raise AskError("previous_answer is an AskResult or a list of (row, column) pairs") from None
-
-
-def _load_inference_model(model_dir: str, checkpoint: Optional[str], config):
-    """The model with the heads' row and column segments raised to what the embeddings address."""
-    config = dataclasses.replace(config, max_num_rows=max(config.max_num_rows, _MAX_SEGMENTS),
-                                 max_num_columns=max(config.max_num_columns, _MAX_SEGMENTS))
-    model = TapasForQuestionAnswering(config)
-    model(dummy_features(1, 8), training=False)  # Creates the variables.
-    model_dir_lib.restore_weights(model, model_dir, checkpoint)
-    return model

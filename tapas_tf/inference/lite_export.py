@@ -1,0 +1,132 @@
+"""Writes a model directory's LiteRT copy (`lite_model`): model.tflite and model.tflite.json.
+
+    export_lite_model("model_dirs/sqa_tiny")        # -> model_dirs/sqa_tiny/model.tflite
+    python run_task.py --task=SQA --mode=export --export_lite --model_dir=model_dirs/sqa_tiny
+
+The copy is the forward pass `TableQA` runs in TensorFlow (`tf_runner.load_inference_model`: the
+heads' segments raised to 256 rows and columns), converted with builtin ops only, so that the
+`ai-edge-litert` wheel (no Flex delegate) runs it: MODEL_INPUT_FEATURES <int32>[1, seq_len] ->
+probabilities <float32>[1, seq_len] and, with an aggregation head, aggregation_logits
+<float32>[1, num_agg]. The batch is 1 because the converter lowers the cell positions' broadcast
+comparisons (`models.embeddings.cell_position_ids`) to builtin ops only at a known batch size; the
+sequence length stays dynamic. Weights stay float32: the converter's float16 mode also rounds the
+graph's constants (a 1e-10 guard against dividing by zero becomes 0).
+
+The conversion is checked before anything is written: on a sample input at two lengths, the
+copy's outputs must equal TensorFlow's within `TOLERANCE`.
+"""
+
+import os
+import tempfile
+from typing import Dict, Optional
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
+from tapas_tf.inference import lite_model  # noqa: E402
+from tapas_tf.inference.tf_runner import OUTPUTS, load_inference_model  # noqa: E402
+
+# Largest difference of any output between the copy and TensorFlow on the check's sample.
+TOLERANCE = 1e-4
+_CHECK_LENGTHS = (32, 77)
+
+
+def export_lite_model(model_dir: str, checkpoint: Optional[str] = None) -> str:
+    """Converts the question-answering model of `model_dir` (its newest weights, or `checkpoint`)
+    and writes model.tflite and model.tflite.json into `model_dir`, replacing an older copy.
+
+    Returns:
+      The path of model.tflite.
+
+    Raises:
+      FileNotFoundError: no config, or no weights.
+      ValueError: a masked-LM directory; or the copy does not answer as TensorFlow does.
+    """
+    if model_dir_lib.load_model_kind(model_dir) != model_dir_lib.QUESTION_ANSWERING:
+        raise ValueError(f"{model_dir} holds a pre-trained masked-LM model; only question-answering models "
+                         "are exported for asking")
+    config = model_dir_lib.load_config(model_dir)
+    fingerprint = lite_model.weights_fingerprint(model_dir, checkpoint)
+    model = load_inference_model(model_dir, checkpoint, config)
+    function = _forward_function(model)
+    flatbuffer = _convert(function, model)
+    outputs = tuple(key for key in OUTPUTS if key in function.structured_outputs)
+    _check(flatbuffer, function, config, outputs)
+    path = lite_model.lite_model_path(model_dir)
+    _write_atomically(path, flatbuffer)
+    source = {"checkpoint": os.path.basename(checkpoint or lite_model.newest_checkpoint(model_dir) or ""),
+              "tensorflow": tf.__version__, "bytes": len(flatbuffer)}
+    lite_model.write_lite_info(model_dir, config.to_dict(), outputs, fingerprint, source)
+    return path
+
+
+def _forward_function(model) -> tf.types.experimental.ConcreteFunction:
+    spec = {name: tf.TensorSpec([1, None], tf.int32, name=name) for name in MODEL_INPUT_FEATURES}
+
+    @tf.function(input_signature=[spec])
+    def forward(features):
+        outputs = model(features, training=False)
+        return {key: outputs[key] for key in OUTPUTS if key in outputs}
+
+    return forward.get_concrete_function()
+
+
+def _convert(function, model) -> bytes:
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    return converter.convert()
+
+
+def sample_features(length: int, vocab_size: int, seed: int = 0) -> Dict[str, np.ndarray]:
+    """A question and a small table as MODEL_INPUT_FEATURES <int32>[1, length], random but valid
+    (padding at the end, cells spanning several tokens, a previous answer, ranks and relations)."""
+    rng = np.random.default_rng(seed)
+    real, question = length - length // 8, length // 4
+    features = {name: np.zeros([1, length], np.int32) for name in MODEL_INPUT_FEATURES}
+    features["input_ids"][0, :real] = rng.integers(1, vocab_size, real)
+    features["input_mask"][0, :real] = 1
+    table = slice(question, real)
+    cells = np.sort(rng.integers(0, 12, real - question))  # Cell k: column k % 3 + 1, row k // 3.
+    features["segment_ids"][0, table] = 1
+    features["column_ids"][0, table] = cells % 3 + 1
+    features["row_ids"][0, table] = cells // 3
+    features["prev_label_ids"][0, table] = cells == 4
+    features["column_ranks"][0, table] = rng.integers(0, 5, real - question)
+    features["inv_column_ranks"][0, table] = rng.integers(0, 5, real - question)
+    features["numeric_relations"][0, table] = rng.integers(0, 10, real - question)
+    return features
+
+
+def _check(flatbuffer: bytes, function, config, outputs) -> None:
+    """Raises ValueError when the copy's outputs differ from TensorFlow's on sample inputs."""
+    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+
+    runner = Interpreter(model_content=flatbuffer, num_threads=1).get_signature_runner()
+    for length in _CHECK_LENGTHS:
+        length = min(length, config.max_position_embeddings)
+        features = sample_features(length, config.vocab_size)
+        expected = function({k: tf.constant(v) for k, v in features.items()})
+        got = runner(**features)
+        for key in outputs:
+            difference = float(np.max(np.abs(got[key] - expected[key].numpy())))
+            if not difference <= TOLERANCE:
+                raise ValueError(f"the LiteRT copy's {key} differ from TensorFlow's by {difference:g} "
+                                 f"(more than {TOLERANCE:g}) at length {length}; nothing was written")
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, tmp = tempfile.mkstemp(prefix=".model-", suffix=".tflite.tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

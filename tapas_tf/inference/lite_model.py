@@ -1,0 +1,263 @@
+"""A LiteRT (TensorFlow Lite) copy of a question-answering model, run without TensorFlow.
+
+    model_dir/
+      model.tflite         the forward pass, builtin ops only (no Flex delegate needed)
+      model.tflite.json    the model's config, the outputs, and the fingerprint of the weights
+                           the copy was converted from
+
+`lite_export.export_lite_model` writes both (it needs TensorFlow). `LiteRunner` runs the copy with
+the `ai-edge-litert` interpreter, which needs only NumPy, so a process that answers with it never
+imports TensorFlow: `TableQA` picks it when the model directory has a current copy (see
+`table_qa.BACKENDS`).
+
+The model's signature: MODEL_INPUT_FEATURES, each <int32>[1, seq_len] (one question at a time; any
+sequence length up to the model's position table) -> "probabilities" <float32>[1, seq_len] and,
+with an aggregation head, "aggregation_logits" <float32>[1, num_agg]: what `ask_results` decodes.
+
+A copy never answers for weights it was not made from. Its fingerprint hashes the config and the
+weights the TensorFlow path would load (the newest checkpoint's index, which holds a checksum of
+every tensor, else the compact float16 weights); when the directory has moved on (a newer
+checkpoint, other weights) the copy is stale, and `read_current_lite_model` says so.
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import tempfile
+import threading
+import types
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tapas_tf.checkpoints import model_dir as model_dir_lib
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
+
+LITE_MODEL_FILE = "model.tflite"
+LITE_INFO_FILE = "model.tflite.json"
+FORMAT_VERSION = 1
+OUTPUTS = ("probabilities", "aggregation_logits")
+_CHECKPOINT_INDEX = "checkpoint"  # tf.train.CheckpointManager's text file naming the newest.
+# A compact directory's weights (`checkpoints.compact`): float16 or int8, weights_<kind>.npz.
+_COMPACT_WEIGHTS = re.compile(r"weights_\w+\.npz")
+# The C++ runtime logs through stderr; the command lines' switch for TensorFlow's C++ lines hides it too.
+_NATIVE_LOG_ENV = "TF_CPP_MIN_LOG_LEVEL"
+
+
+class LiteModelError(ValueError):
+    """A LiteRT copy that cannot answer: missing, unreadable, stale, or no interpreter installed.
+
+    Attributes:
+      present: whether the model directory has a copy at all (a missing one is no news).
+    """
+
+    def __init__(self, message: str, present: bool = True):
+        super().__init__(message)
+        self.present = present
+
+
+@dataclasses.dataclass(frozen=True)
+class LiteModel:
+    """A model directory's LiteRT copy, as its info file describes it.
+
+    Attributes:
+      path: the .tflite file.
+      config: the model's TapasConfig as a dict (`TapasConfig.to_dict`).
+      outputs: the signature's outputs, a subset of OUTPUTS.
+      fingerprint: `weights_fingerprint` of the weights it was converted from.
+    """
+
+    path: str
+    config: Mapping[str, Any]
+    outputs: Tuple[str, ...]
+    fingerprint: str
+
+    @property
+    def model_config(self) -> types.SimpleNamespace:
+        """The config's fields as attributes (what `TableEncoder.for_model` and the rules read)."""
+        return types.SimpleNamespace(**self.config)
+
+
+def litert_installed() -> bool:
+    return importlib.util.find_spec("ai_edge_litert") is not None
+
+
+def lite_model_path(model_dir: str) -> str:
+    return os.path.join(model_dir, LITE_MODEL_FILE)
+
+
+# --- which weights ----------------------------------------------------------------------------
+
+
+def newest_checkpoint(model_dir: str) -> Optional[str]:
+    """The newest checkpoint prefix under model_dir/checkpoints (as tf.train.latest_checkpoint), or None."""
+    directory = model_dir_lib.checkpoint_dir(model_dir)
+    try:
+        with open(os.path.join(directory, _CHECKPOINT_INDEX), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    found = re.search(r'^model_checkpoint_path:\s*"([^"]*)"', text, re.MULTILINE)
+    if not found:
+        return None
+    prefix = found.group(1)
+    prefix = prefix if os.path.isabs(prefix) else os.path.join(directory, prefix)
+    return prefix if os.path.exists(prefix + ".index") else None
+
+
+def weights_fingerprint(model_dir: str, checkpoint: Optional[str] = None) -> str:
+    """A hash of the config and of the weights `checkpoint` (default: what TableQA loads) holds.
+
+    Raises:
+      FileNotFoundError: no config, or no weights.
+    """
+    checkpoint = checkpoint or newest_checkpoint(model_dir)
+    if checkpoint:
+        kind, weights = "checkpoint", [checkpoint + ".index"]
+    else:
+        names = sorted(os.listdir(model_dir)) if os.path.isdir(model_dir) else []
+        kind, weights = "compact", [os.path.join(model_dir, n) for n in names if _COMPACT_WEIGHTS.fullmatch(n)]
+    if checkpoint and not os.path.exists(weights[0]):
+        raise FileNotFoundError(f"checkpoint {checkpoint}: {os.path.basename(weights[0])} is missing")
+    if not weights:
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under checkpoints/ and no compact weights")
+    config = model_dir_lib.config_path(model_dir)
+    if not os.path.exists(config):
+        raise FileNotFoundError(f"{model_dir}: {os.path.basename(config)} is missing")
+    digest = hashlib.sha256()
+    for path in [config] + weights:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return f"{kind}:{digest.hexdigest()}"
+
+
+# --- the info file ----------------------------------------------------------------------------
+
+
+def write_lite_info(model_dir: str, config: Mapping[str, Any], outputs: Sequence[str], fingerprint: str,
+                    source: Mapping[str, Any]) -> str:
+    """Writes model_dir/model.tflite.json; returns its path."""
+    info = {"format": FORMAT_VERSION, "model": LITE_MODEL_FILE, "inputs": list(MODEL_INPUT_FEATURES),
+            "outputs": list(outputs), "fingerprint": fingerprint, "source": dict(source), "config": dict(config)}
+    path = os.path.join(model_dir, LITE_INFO_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_lite_model(model_dir: str) -> LiteModel:
+    """The LiteRT copy of `model_dir` as its info file describes it (not checked for staleness).
+
+    Raises:
+      LiteModelError: no copy (present=False), or an info file that is not this format.
+    """
+    path, info_path = lite_model_path(model_dir), os.path.join(model_dir, LITE_INFO_FILE)
+    if not os.path.exists(path):
+        raise LiteModelError(f"{model_dir} has no {LITE_MODEL_FILE}; write one with "
+                             "`run_task.py --mode=export --export_lite --model_dir=...`", present=False)
+    try:
+        with open(info_path, encoding="utf-8") as f:
+            info = json.load(f)
+        outputs = tuple(info["outputs"])
+        if info["format"] != FORMAT_VERSION or "probabilities" not in outputs or not set(outputs) <= set(OUTPUTS):
+            raise ValueError(f"format {info['format']!r} with outputs {list(outputs)}")
+        return LiteModel(path, dict(info["config"]), outputs, str(info["fingerprint"]))
+    except FileNotFoundError:
+        raise LiteModelError(f"{info_path} is missing; export the LiteRT copy again") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise LiteModelError(f"{info_path} is not a LiteRT model info file ({e}); export the copy again") from None
+
+
+def read_current_lite_model(model_dir: str, checkpoint: Optional[str] = None) -> LiteModel:
+    """The LiteRT copy of `model_dir`, when it was made from the weights TableQA would load
+    (`checkpoint`, default the newest) and an interpreter is installed.
+
+    Raises:
+      LiteModelError: saying why the copy cannot answer.
+    """
+    lite = read_lite_model(model_dir)
+    try:
+        current = weights_fingerprint(model_dir, checkpoint)
+    except FileNotFoundError as e:
+        raise LiteModelError(str(e)) from None
+    if current != lite.fingerprint:
+        which = f"checkpoint {checkpoint}" if checkpoint else "the model directory's newest weights"
+        raise LiteModelError(f"{lite.path} was not made from {which} (it is stale); export it again "
+                             "(`run_task.py --mode=export --export_lite`)")
+    if not litert_installed():
+        raise LiteModelError(f"{lite.path} needs the LiteRT interpreter: pip install ai-edge-litert")
+    return lite
+
+
+# --- running it -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _native_stderr_hidden() -> Iterator[None]:
+    """Hides what native code writes to stderr inside (LiteRT's "Created TensorFlow Lite XNNPACK
+    delegate" line) when TF_CPP_MIN_LOG_LEVEL asks for quiet; an error inside shows it after all."""
+    if os.environ.get(_NATIVE_LOG_ENV, "0") in ("", "0"):
+        yield
+        return
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            os.write(2, sink.read())
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class LiteRunner:
+    """Runs a LiteRT copy on batches of one bucket length, one question at a time.
+
+    Thread-safe: an interpreter runs one call at a time, so calls take turns.
+
+    Args:
+      lite: the copy (`read_current_lite_model`).
+      num_threads: the interpreter's threads; default every core.
+    """
+
+    backend = "LiteRT"
+    jit_compile = False
+    precision = "float32"
+
+    def __init__(self, lite: LiteModel, num_threads: Optional[int] = None):
+        from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+
+        self.lite = lite
+        with _native_stderr_hidden():
+            self._interpreter = Interpreter(model_path=lite.path, num_threads=num_threads or os.cpu_count() or 1)
+            self._interpreter.allocate_tensors()  # Applies the XNNPACK delegate, which logs a line.
+            self._signature = self._interpreter.get_signature_runner()
+        self._lock = threading.Lock()
+
+    @property
+    def has_aggregation_head(self) -> bool:
+        return "aggregation_logits" in self.lite.outputs
+
+    def __call__(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+        """Model outputs for `rows` of MODEL_INPUT_FEATURES, each <int32>[length].
+
+        Returns:
+          "probabilities" <float32>[len(rows), length] and, with an aggregation head,
+          "aggregation_logits" <float32>[len(rows), num_agg].
+        """
+        results = []
+        with self._lock:
+            for row in rows:
+                inputs = {name: np.asarray(row[name], np.int32).reshape(1, length) for name in MODEL_INPUT_FEATURES}
+                outputs = self._signature(**inputs)
+                results.append({key: np.asarray(outputs[key]) for key in self.lite.outputs})
+        return {key: np.concatenate([r[key] for r in results]) for key in self.lite.outputs}
