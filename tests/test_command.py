@@ -49,6 +49,21 @@ def test_pip_install_made_the_console_script():
     assert os.access(SCRIPT, os.X_OK), f"no {SCRIPT}: run `pip install -e .` (pyproject's [project.scripts])"
 
 
+def test_the_installed_package_declares_the_pinned_requirements():
+    """`pip install tapas-tf` (a wheel, no checkout) brings what its commands import."""
+    import importlib.metadata
+
+    declared = {line.split(";")[0].strip() for line in importlib.metadata.requires("tapas-tf") or ()
+                if "extra ==" not in line}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "requirements.txt"), encoding="utf-8") as f:
+        pinned = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+    assert {"tensorflow==2.20.0", "apache-beam[gcp]==2.77.0", "ai-edge-litert==2.3.0"} <= pinned
+    normalise = lambda text: text.replace(" ", "").lower()  # noqa: E731 (metadata may reorder specifiers)
+    assert {normalise(d) for d in declared} >= {normalise(p) for p in pinned if "," not in p}
+    assert len(declared) == len(pinned)
+
+
 def test_help_lists_every_subcommand_with_one_line(tmp_path):
     result = tapas_tf("--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
