@@ -4,9 +4,9 @@
     python -m tapas_tf.serve --model_dir=MODEL_DIR --port=8080
     python -m tapas_tf.serve --model=google/tapas-base-finetuned-wtq   # a released model, imported once
 
-Upload a CSV file (or load an example table), ask, follow up, start a new conversation. Errors are
-one line, `serve: error: ...` (exit 2 for a wrong command line); --verbosity=debug also shows
-TensorFlow's C++ start-up lines.
+Upload a CSV file (or load an example table), ask, follow up, start a new conversation. Ctrl-C or
+SIGTERM stops it after the requests in flight (exit 0). Errors are one line, `serve: error: ...`
+(exit 2 for a wrong command line); --verbosity=debug also shows TensorFlow's C++ start-up lines.
 """
 
 import sys
@@ -24,6 +24,7 @@ flags.DEFINE_integer("port", 8000, "Port to listen on.")
 flags.DEFINE_integer("max_sessions", 32, "Tables (with their conversations) kept at once; the least recently "
                      "used goes first.")
 flags.DEFINE_integer("max_table_rows", 10_000, "The most body rows of an uploaded table.")
+flags.DEFINE_integer("max_table_columns", 1_000, "The most columns of an uploaded table.")
 flags.DEFINE_integer("max_upload_mb", 5, "The largest CSV file accepted, in MiB.")
 flags.DEFINE_bool("warm_up", True, "Trace the model at every sequence length before listening (seconds at "
                   "start-up, so that no question waits for it).")
@@ -37,13 +38,17 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, f"{e.name} is missing; install the web extra: pip install 'tapas-tf[web]'", cli.ERROR_EXIT_CODE)
     try:
         limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20,
-                                        max_table_rows=FLAGS.max_table_rows, max_sessions=FLAGS.max_sessions)
+                                        max_table_rows=FLAGS.max_table_rows,
+                                        max_table_columns=FLAGS.max_table_columns,
+                                        max_sessions=FLAGS.max_sessions)
         qa = model_flags.load_table_qa()
         web = web_app.create_app(qa, limits, qa.name)
+        if FLAGS.warm_up:
+            qa.warm_up()
     except (FileNotFoundError, ValueError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
-    if FLAGS.warm_up:
-        qa.warm_up()
+    except KeyboardInterrupt:
+        cli.fail(PROG, "interrupted before the server started", 130)
     web_app.run_server(web, FLAGS.host, FLAGS.port)
 
 

@@ -17,20 +17,28 @@ Every error is JSON, `{"error": "a sentence for the user"}`, with a 4xx status f
 Why Starlette and uvicorn rather than Gradio: the page is one form and a table. Starlette is a
 small pure-Python dependency with a test client that calls the app in-process, so every endpoint
 and every bad input is tested without a browser or a port; Gradio would bring a large front-end
-bundle and its own server for the same page. The model runs on a thread pool, one request at a
-time (TensorFlow's traced functions and the encoder's cache are shared), which costs nothing at
-the tiny model's few milliseconds per question.
+bundle and its own server for the same page.
+
+Requests run on a thread pool: reading and converting a table, or encoding a question, never waits
+for another request. Only the model is shared: the questions of concurrent requests go to one
+`batching.QuestionBatcher`, which runs them together in one model call. A body larger than its
+limit is read and thrown away (up to 32 MiB) before the 413, so that a client still sending it
+reads the answer instead of a reset connection. `run_server` stops on Ctrl-C or SIGTERM after
+finishing the requests in flight (at most 30 s more), and returns.
 """
 
+import asyncio
+import contextlib
 import dataclasses
 import functools
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
-from typing import Awaitable, Callable, Dict, Optional
+from typing import AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional
 
 import uvicorn
 from starlette.applications import Starlette
@@ -41,6 +49,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tapas_tf.inference.batching import QuestionBatcher
 from tapas_tf.inference.table_qa import TableQA
 from tapas_tf.inference.tables import AskError
 from tapas_tf.inference.web_sessions import (
@@ -48,10 +57,12 @@ from tapas_tf.inference.web_sessions import (
     WebError,
     WebLimits,
     answer_view,
+    ask_in_session,
     check_question,
     example_tables,
     load_example,
     load_upload,
+    reset_session,
     table_view,
 )
 
@@ -60,6 +71,10 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_stati
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _MAX_JSON_BYTES = 64 * 1024
+# A refused body up to this size is read and thrown away before the 413 (see the module docstring).
+_MAX_DRAIN_BYTES = 32 * 2**20
+# Seconds that requests in flight get to finish once the server is told to stop.
+_GRACEFUL_SECONDS = 30
 logger = logging.getLogger(__name__)
 
 
@@ -69,11 +84,13 @@ class _WebState:
     limits: WebLimits
     sessions: SessionStore
     model_name: str
-    model_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    batcher: QuestionBatcher
 
 
-def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "") -> Starlette:
-    """The app serving the page and its endpoints for one loaded model."""
+def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "",
+               batcher: Optional[QuestionBatcher] = None) -> Starlette:
+    """The app serving the page and its endpoints for one loaded model; `batcher` (default: one
+    over `qa.answer_encoded`) runs the model for concurrent questions, and stops with the app."""
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/favicon.ico", _favicon, methods=["GET"]),
@@ -84,20 +101,48 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
         Route("/api/reset", _reset, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    app.state.web = _WebState(qa, limits, SessionStore(limits.max_sessions), model_name)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
+    app.state.web = _WebState(qa, limits, SessionStore(limits.max_sessions), model_name,
+                              batcher or QuestionBatcher(qa.answer_encoded))
     return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    yield
+    # After the requests in flight: uvicorn waits for them (at most _GRACEFUL_SECONDS) first.
+    await run_in_threadpool(app.state.web.batcher.close, _GRACEFUL_SECONDS)
 
 
 def server_config(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                   log_level: str = "info") -> uvicorn.Config:
     """How uvicorn serves the app: on `host` (loopback unless told otherwise), one process."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1)
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1,
+                          timeout_graceful_shutdown=_GRACEFUL_SECONDS)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopping on SIGINT (Ctrl-C) or SIGTERM as a command should: it stops
+    listening, finishes the requests in flight, and returns. (uvicorn raises the signal again once
+    it has stopped, which ends the process in a KeyboardInterrupt traceback, or killed by SIGTERM.)
+    A second Ctrl-C stops waiting for the requests in flight."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # Only the main thread receives signals; a ServerThread stops by should_exit.
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def run_server(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serves the app until interrupted (Ctrl-C); uvicorn logs the address and each request."""
-    uvicorn.Server(server_config(app, host, port)).run()
+    """Serves the app until Ctrl-C or SIGTERM, then returns; uvicorn logs the address and each request."""
+    _Server(server_config(app, host, port)).run()
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -130,6 +175,10 @@ def _json_endpoint(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response
             logger.exception("%s %s failed", request.method, request.url.path)
             return _error("the server failed to answer this request (its log says why); try again, or "
                           "try another table or question", 500)
+        except asyncio.CancelledError:  # uvicorn stopping: the requests in flight ran out of time.
+            logger.warning("%s %s was still running when the server stopped", request.method,
+                           request.url.path)
+            return _error("the server stopped before it could answer; ask again once it is back", 503)
 
     return respond
 
@@ -138,17 +187,35 @@ def _json_endpoint(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response
 
 
 async def _read_body(request: Request, max_bytes: int, too_large: str) -> bytes:
-    """The body; WebError(413, `too_large`) past `max_bytes`, without reading the rest."""
+    """The body; WebError(413, `too_large`) past `max_bytes`, keeping at most `max_bytes` of it."""
+    stream = request.stream()
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
+        if int(declared) <= _MAX_DRAIN_BYTES:
+            await _drain(request, stream, 0)
         raise WebError(too_large, 413)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        chunks.append(chunk)
+    async for chunk in stream:
         size += len(chunk)
         if size > max_bytes:
+            await _drain(request, stream, size)
             raise WebError(too_large, 413)
+        chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _drain(request: Request, stream: AsyncIterator[bytes], received: int) -> None:
+    """Reads the rest of a refused body, up to _MAX_DRAIN_BYTES in all, and throws it away.
+
+    Answering while the client still sends would close the connection on unread bytes: the
+    client's kernel then gets a reset, and the client a broken pipe instead of the 413.
+    """
+    if "100-continue" in request.headers.get("expect", "").lower():
+        return  # The client waits for our answer before it sends the body, and will not send it.
+    async for chunk in stream:
+        received += len(chunk)
+        if received > _MAX_DRAIN_BYTES:
+            return
 
 
 async def _json_body(request: Request) -> Dict:
@@ -211,10 +278,9 @@ async def _reset(request: Request, web: _WebState) -> Dict:
 
 
 def _open_session(web: _WebState, name: str, load: Callable) -> Dict:
-    """Reads the table and converts it, once: every question of the session reuses the conversion."""
-    frame = load()
-    with web.model_lock:
-        conversation = web.qa.conversation(frame)
+    """Reads the table and converts it, once: every question of the session reuses the conversion.
+    No lock: other sessions' questions go on meanwhile."""
+    conversation = web.qa.conversation(load())
     session = web.sessions.open(os.path.basename(name), conversation)
     return dict(table_view(session, web.limits), history=[])
 
@@ -222,17 +288,16 @@ def _open_session(web: _WebState, name: str, load: Callable) -> Dict:
 def _answer(web: _WebState, session_id: Optional[str], question: object) -> Dict:
     session = web.sessions.get(session_id)
     question = check_question(question, web.limits)
-    with web.model_lock:
+    with session.lock:  # The view shows the conversation up to this answer, not a later question's.
         start = time.perf_counter()
-        result = session.conversation.ask(question)
+        result = ask_in_session(session, question, web.batcher.answer)
         elapsed_ms = (time.perf_counter() - start) * 1000
-    return answer_view(session, result, web.limits, elapsed_ms, web.model_name)
+        return answer_view(session, result, web.limits, elapsed_ms, web.model_name)
 
 
 def _new_conversation(web: _WebState, session_id: Optional[str]) -> Dict:
     session = web.sessions.get(session_id)
-    with web.model_lock:
-        session.conversation.reset()
+    reset_session(session)
     return dict(table_view(session, web.limits), history=[])
 
 

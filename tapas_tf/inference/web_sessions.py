@@ -4,12 +4,13 @@
     frame = load_upload(data, "cities.csv", limits)        # AskError with a readable message
     sessions = SessionStore(limits.max_sessions)
     session = sessions.open("cities.csv", qa.conversation(frame))
-    sessions.get(session.id).conversation.ask("which city is the largest?")
+    ask_in_session(sessions.get(session.id), "which city?", lambda q: qa.answer_encoded([q])[0])
 
 No web framework here: `web_app` wires these to HTTP, and the tests call them directly. A table
 is converted once, when it is uploaded (`TableQA.conversation`); every question of the session
 reuses it. Sessions are few and bounded (least recently used first out), so a server that runs for
-weeks holds at most `max_sessions` tables.
+weeks holds at most `max_sessions` tables. Uploads are checked against the limits as early as each
+can be: bytes first, then the header's columns before the file is parsed, then the rows.
 """
 
 import collections
@@ -18,15 +19,16 @@ import os
 import re
 import secrets
 import threading
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import pandas as pd
 
 import tapas_tf.data
+from tapas_tf.inference.ask_encoding import EncodedQuestion
 from tapas_tf.inference.ask_results import AskResult, format_number
 from tapas_tf.inference.rendering import render_table_html
 from tapas_tf.inference.table_qa import Conversation
-from tapas_tf.inference.tables import AskError, check_frame, read_csv_bytes
+from tapas_tf.inference.tables import AskError, check_frame, header_width, read_csv_bytes
 
 EXAMPLE_TABLES_DIR = os.path.join(os.path.dirname(os.path.abspath(tapas_tf.data.__file__)), "example_tables")
 # What the page accepts as a CSV file. A CSV is text, so the name is the only cheap sign of a
@@ -42,6 +44,8 @@ class WebLimits:
       max_upload_bytes: the largest CSV file accepted.
       max_table_rows: the most body rows of a table (pruning then keeps what the model holds: at
         most 255 rows, fewer when the cells do not fit the sequence).
+      max_table_columns: the most columns of a table, checked on the header before the file is
+        parsed (pruning then keeps the at most 255 columns most related to each question).
       max_sessions: conversations kept at once; the least recently used one goes first.
       max_question_chars: the longest question accepted.
       max_rows_shown: rows of the table in the page (rows with selected cells are always shown).
@@ -49,6 +53,7 @@ class WebLimits:
 
     max_upload_bytes: int = 5 * 2**20
     max_table_rows: int = 10_000
+    max_table_columns: int = 1_000
     max_sessions: int = 32
     max_question_chars: int = 1_000
     max_rows_shown: int = 200
@@ -69,7 +74,9 @@ def load_upload(data: bytes, filename: str, limits: WebLimits) -> pd.DataFrame:
     """An uploaded CSV file as a DataFrame of text.
 
     Raises:
-      AskError: a file that is not CSV, is empty, or has more rows than `limits` allow.
+      AskError: a file that is not CSV, is empty, or has more bytes, columns or rows than `limits`
+        allow. The columns are counted on the header before the file is parsed: parsing and
+        converting 100,000 columns would cost seconds of the server's time for a table refused anyway.
     """
     name = os.path.basename(filename or "") or "the upload"
     if not name.lower().endswith(CSV_SUFFIXES):
@@ -77,13 +84,22 @@ def load_upload(data: bytes, filename: str, limits: WebLimits) -> pd.DataFrame:
     if len(data) > limits.max_upload_bytes:
         raise AskError(f"{name} has {len(data):,} bytes; this page takes CSV files up to "
                        f"{limits.max_upload_bytes:,} bytes")
+    _check_columns(name, header_width(data), limits)
     frame = read_csv_bytes(data, name)
     check_frame(frame)
+    _check_columns(name, frame.shape[1], limits)  # When the header alone did not read as CSV.
     if len(frame) > limits.max_table_rows:
         raise AskError(f"{name} has {len(frame):,} rows; this page takes tables of up to "
                        f"{limits.max_table_rows:,} rows (the model reads at most 255 of them per question); "
                        "upload the part of the table you want to ask about")
     return frame
+
+
+def _check_columns(name: str, columns: Optional[int], limits: WebLimits) -> None:
+    if columns is not None and columns > limits.max_table_columns:
+        raise AskError(f"{name} has {columns:,} columns; this page takes tables of up to "
+                       f"{limits.max_table_columns:,} columns (the model reads at most 255 of them per "
+                       "question); upload the columns you want to ask about")
 
 
 def example_tables() -> List[str]:
@@ -106,11 +122,36 @@ def load_example(name: str, limits: WebLimits) -> pd.DataFrame:
 
 @dataclasses.dataclass
 class Session:
-    """One browser's table and its conversation (`table_qa.Conversation`)."""
+    """One browser's table and its conversation (`table_qa.Conversation`).
+
+    `lock` keeps one question at a time per conversation: a follow-up sees the answer before it
+    (questions of different sessions run at once, and their model calls are batched together).
+    """
 
     id: str
     name: str
     conversation: Conversation
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False, compare=False)
+
+
+def ask_in_session(session: Session, question: str,
+                   answer_one: Callable[[EncodedQuestion], AskResult]) -> AskResult:
+    """`Conversation.ask` with the model call handed to `answer_one` (a server's
+    `QuestionBatcher.answer`): the question is encoded on the caller's thread, with the previous
+    answer as its context, and the result joins the conversation."""
+    with session.lock:
+        conversation = session.conversation
+        previous = conversation.history[-1].coordinates if conversation.history else None
+        encoded = conversation.qa.encoder.encode(conversation.table, question, previous)
+        result = answer_one(encoded)
+        conversation.history.append(result)
+        return result
+
+
+def reset_session(session: Session) -> None:
+    """A new conversation about the same table (after any question in flight)."""
+    with session.lock:
+        session.conversation.reset()
 
 
 class SessionStore:

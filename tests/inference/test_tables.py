@@ -8,7 +8,15 @@ import pandas as pd
 import pytest
 
 from tapas_tf.inference import pruning
-from tapas_tf.inference.tables import AskError, cell_text, column_name, read_table, table_from_frame
+from tapas_tf.inference.tables import (
+    AskError,
+    cell_text,
+    column_name,
+    header_width,
+    read_csv_bytes,
+    read_table,
+    table_from_frame,
+)
 
 
 @pytest.mark.parametrize("value, text", [
@@ -34,6 +42,44 @@ def test_frame_to_table_keeps_duplicates_and_drops_the_index():
     table = table_from_frame(frame, "t")
     assert [c.text for c in table.columns] == ["a", "a", ""]
     assert [[c.text for c in row.cells] for row in table.rows] == [["1", "2.5", ""], ["3", "", "x"]]
+
+
+def test_frames_of_every_dtype_convert_cell_by_cell():
+    """The whole frame is converted at once (to_numpy): each cell keeps its Python value, so every
+    dtype's text is `cell_text`'s."""
+    frame = pd.DataFrame({
+        "int": [1, 2], "float": [2.5, float("nan")], "integral": [3.0, 4.0], "bool": [True, False],
+        "date": pd.to_datetime(["2020-01-05 00:00", "2020-01-05 10:30"]), "nullable": pd.array([7, None], "Int64"),
+        "category": pd.Categorical(["a", "b"]), "object": [None, "x"],
+        "zoned": pd.to_datetime(["2020-01-05 10:30", None]).tz_localize("UTC")})
+    table = table_from_frame(frame)
+    assert [[c.text for c in row.cells] for row in table.rows] == [
+        ["1", "2.5", "3", "True", "2020-01-05", "7", "a", "", "2020-01-05 10:30:00+00:00"],
+        ["2", "", "4", "False", "2020-01-05 10:30:00", "", "b", "x", ""]]
+
+
+@pytest.mark.parametrize("data, width", [
+    (b"a,b,c\n1,2,3\n", 3),
+    (b'"a,1","b\nstill b"\n1,2\n', 2),  # Quoted commas and newlines belong to their field.
+    (b'"#","Scorers"\n"163","Poul \\"Popper\\" Petersen, Edwin"\n', 2),  # Backslash-escaped quotes.
+    (b"\n\na,b\n1,2\n", 2),  # pandas skips blank lines before the header, and so does the count.
+    (b"a,b\n" + b"1,2,3,4,5\n" * 3, 2),  # Only the header is read.
+    (b"", None), (b"\n\n", None),
+    (b"a,\x00b\n", None),  # Binary: read_csv_bytes names the problem.
+    (b"caf\xe9,b\n", None),  # Not UTF-8: likewise.
+])
+def test_header_width_counts_the_first_record_only(data, width):
+    assert header_width(data) == width
+    try:
+        frame = read_csv_bytes(data)
+    except AskError:
+        return  # Rows wider than the header, say: the count is of the header all the same.
+    assert frame.shape[1] == width
+
+
+def test_header_width_of_a_100000_column_header():
+    header = ",".join(f"c{i}" for i in range(100_000)).encode()
+    assert header_width(header + b"\n" + b"x," * 99_999 + b"x\n") == 100_000
 
 
 @pytest.mark.parametrize("frame, message", [
