@@ -10,6 +10,7 @@ import io
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -101,12 +102,22 @@ def _pretrain_inputs(tmp_path):
     return [f"--input_interactions={tmp_path / 'i.txtpb'}", f"--vocab_file={write_test_vocab(tmp_path / 'v.txt')}"]
 
 
+def _weightless_model_dir(tmp) -> str:
+    """A model directory with a config and no weights: ask and serve load TensorFlow to restore it and
+    fail then (a directory without a config fails before TensorFlow loads)."""
+    os.makedirs(tmp / "no-weights", exist_ok=True)
+    shutil.copy(os.path.join(ROOT, "tapas_tf", "checkpoints", "bundled", "sqa_tiny", "tapas_config.json"),
+                tmp / "no-weights")
+    return str(tmp / "no-weights")
+
+
 # Each loads TensorFlow and then stops: an error after the import, or a tiny job (pre-training data).
 COMMAND_LINES = {
     "run_task": lambda tmp: [os.path.join(ROOT, "run_task.py"), "--task=SQA", "--mode=export",
                              f"--model_dir={tmp / 'no-model'}", f"--export_dir={tmp / 'export'}"],
-    "ask": lambda tmp: ["-m", "tapas_tf.ask", f"--table={TABLE}", f"--model_dir={tmp / 'no-model'}", "which?"],
-    "serve": lambda tmp: ["-m", "tapas_tf.serve", f"--model_dir={tmp / 'no-model'}"],
+    "ask": lambda tmp: ["-m", "tapas_tf.ask", f"--table={TABLE}", f"--model_dir={_weightless_model_dir(tmp)}",
+                        "which?"],
+    "serve": lambda tmp: ["-m", "tapas_tf.serve", f"--model_dir={_weightless_model_dir(tmp)}"],
     "import_checkpoint": lambda tmp: ["-m", "tapas_tf.import_checkpoint", "--format=hf",
                                       f"--source={tmp / 'no-source'}", f"--model_dir={tmp / 'out'}"],
     "init_from_bert": lambda tmp: ["-m", "tapas_tf.init_from_bert", f"--bert_dir={tmp / 'no-bert'}",
