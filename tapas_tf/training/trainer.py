@@ -20,6 +20,10 @@ A run resumed from a checkpoint continues as if it had never stopped: the learni
 reads the restored optimizer.iterations, and with a seed (or no shuffling) the data order is the
 same sequence of batches in every run, in which a run resumed at step k first skips the batches of
 steps 1..k (see `_distributed_dataset`). Without a seed a resumed run reads a new random order.
+It resumes from the newest checkpoint that reads completely (`recovery`). SIGTERM or SIGINT ends a
+run after its current step with a checkpoint (`stopping`), so a stopped or preempted job loses
+nothing; several workers agree on the step through the step's all-reduce, and a lost worker ends
+the others with one WorkerLostError line (`distribution`).
 
 The model follows the data (`build_model`): a TrainConfig with max_predictions_per_seq reads
 masked-LM examples and trains TapasForMaskedLM on its own loss (model_kind.json says "masked_lm");
@@ -36,7 +40,7 @@ import logging  # noqa: E402
 import math  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple  # noqa: E402
+from typing import Callable, Dict, List, Mapping, Optional, Tuple  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
@@ -47,9 +51,20 @@ from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tapas_tf.training import distribution, input_pipeline, precision  # noqa: E402
+from tapas_tf.training import distribution, input_pipeline, precision, recovery  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
+from tapas_tf.training.initialization import (  # noqa: E402,F401
+    # Where the weights start; initialize_from and the rest stay importable from here.
+    INIT_REPORT_FILE,
+    TRANSFERABLE_HEADS,
+    heads_to_restore,
+    initialize_from,
+    resolve_checkpoint,
+    restore_or_initialize,
+    write_init_report,
+)
 from tapas_tf.training.progress import TrainProgress  # noqa: E402
+from tapas_tf.training.stopping import StopSignals  # noqa: E402
 from tapas_tf.training.xla_choice import (  # noqa: E402
     MIN_STEPS_TO_MEASURE,
     XlaChoice,
@@ -75,6 +90,9 @@ PRECISION_FILE = "precision.json"
 # BERT's choice: no weight decay on LayerNorm scales and offsets or on biases (regexes on names).
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
+# The step's all-reduced count of replicas whose worker was asked to stop (not a logged value).
+STOP_REQUESTS = "stop_requests"
+
 StepCallback = Callable[[int, Dict[str, float]], None]
 
 
@@ -85,6 +103,8 @@ class TrainResult:
     step: int
     model: tf_keras.Model  # TapasForQuestionAnswering, or TapasForMaskedLM when pre-training.
     metrics: Dict[str, float]
+    # What ended the run before train_steps: "SIGTERM", "SIGINT", or "another worker's stop request".
+    stopped_by: Optional[str] = None
 
 
 def model_kind(config: TrainConfig) -> str:
@@ -155,89 +175,6 @@ def build_optimizer(config: TrainConfig) -> Tuple[tf_keras.optimizers.legacy.Opt
     return factory.build_optimizer(schedule), schedule
 
 
-def resolve_checkpoint(path: str) -> str:
-    """The checkpoint prefix named by `path`: a model directory (its newest checkpoint), a
-    directory of checkpoints (its newest), or a prefix such as `DIR/checkpoints/ckpt-100`.
-
-    Raises:
-      FileNotFoundError: `path` is none of these.
-    """
-    if tf.io.gfile.isdir(path):
-        for directory in (model_dir_lib.checkpoint_dir(path), path):
-            latest = tf.train.latest_checkpoint(directory)
-            if latest:
-                return latest
-        raise FileNotFoundError(f"{path}: no checkpoint in it or in its {model_dir_lib.CHECKPOINT_DIR}/.")
-    if tf.io.gfile.exists(path + ".index"):
-        return path
-    raise FileNotFoundError(f"{path} is not a model directory, a checkpoint directory or a checkpoint prefix.")
-
-
-# The heads `initialize_from` can restore for transfer, by their attribute (and checkpoint) name.
-TRANSFERABLE_HEADS = ("cell_selection_head", "aggregation_head", "classification_head")
-
-
-def initialize_from(model: tf_keras.Model, init_checkpoint: str,
-                    heads: Sequence[str] = ()) -> Dict[str, bool]:
-    """Restores the encoder of `model` from a tapas-tf checkpoint (and the `heads` asked for); the
-    other heads keep their initialisation.
-
-    The hook for other formats: importers of original TAPAS, Hugging Face or MiniLM weights can
-    dispatch here on the format of `init_checkpoint`. This version reads checkpoints written by
-    `train` (or any `tf.train.Checkpoint(model=m)` whose `m.encoder` is a TapasEncoder, such as
-    the masked-LM model). Restoring is partial: an encoder part missing from the checkpoint (for
-    example the pooler of a masked-LM model) keeps its initialisation and is logged.
-
-    Args:
-      model: a TapasForQuestionAnswering (built here if it was never called) or a built
-        TapasForMaskedLM (its masked-LM head keeps its initialisation too).
-      init_checkpoint: model directory, checkpoint directory or checkpoint prefix.
-      heads: names from TRANSFERABLE_HEADS to restore too, where both the model and the checkpoint
-        have them (transfer from a model fine-tuned on another task).
-
-    Returns:
-      {part: restored?} for "embeddings", "layer_0" ... and "pooler", then each of `heads` the
-      model has.
-
-    Raises:
-      FileNotFoundError: see `resolve_checkpoint`.
-      ValueError: no encoder part is in the checkpoint, a shape differs from the model's, or the
-        checkpoint is truncated or corrupt (CorruptCheckpointError).
-    """
-    prefix = resolve_checkpoint(init_checkpoint)
-    if not model.built:
-        model(dummy_features(), training=False)
-    with model_dir_lib.reading_checkpoint(prefix, "check --init_checkpoint"):
-        stored = {name for name, _ in tf.train.list_variables(prefix)}
-    parts = {"embeddings": "embeddings"}
-    parts.update({f"layer_{i}": f"transformer_layers/{i}" for i in range(len(model.encoder.transformer_layers))})
-    if model.encoder.pooler is not None:
-        parts["pooler"] = "pooler"
-    restored = {part: any(name.startswith(f"model/encoder/{path}/") for name in stored)
-                for part, path in parts.items()}
-    if not any(restored.values()):
-        raise ValueError(f"{prefix} holds no TAPAS encoder weights (no model/encoder/ variables).")
-    unknown = sorted(set(heads) - set(TRANSFERABLE_HEADS))
-    if unknown:
-        raise ValueError(f"Unknown heads {unknown}; expected some of {TRANSFERABLE_HEADS}.")
-    layers = {"encoder": model.encoder}
-    for head in heads:
-        if getattr(model, head, None) is not None:
-            restored[head] = any(name.startswith(f"model/{head}/") for name in stored)
-            if restored[head]:
-                layers[head] = getattr(model, head)
-    partial = tf.train.Checkpoint(model=tf.train.Checkpoint(**layers))
-    with model_dir_lib.reading_checkpoint(prefix, "check --init_checkpoint"):
-        try:
-            partial.restore(prefix).expect_partial()
-        except ValueError as e:
-            raise ValueError(f"{prefix} does not fit the model config (its encoder or heads): {e}") from e
-    logging.info("Initialised from %s: restored %s; not in the checkpoint: %s", prefix,
-                 ", ".join(p for p, ok in restored.items() if ok) or "nothing",
-                 ", ".join(p for p, ok in restored.items() if not ok) or "nothing")
-    return restored
-
-
 def prepare_model_dir(model_dir: str, config: TapasConfig, write: bool = True,
                       kind: str = model_dir_lib.QUESTION_ANSWERING) -> None:
     """Writes tapas_config.json and model_kind.json, or checks that a run being resumed had the
@@ -273,12 +210,18 @@ def train(
     strategy: Optional[tf.distribute.Strategy] = None,
     on_step_end: Optional[StepCallback] = None,
 ) -> TrainResult:
-    """Trains (or resumes training) until train_config.train_steps.
+    """Trains (or resumes training) until train_config.train_steps, or until SIGTERM or SIGINT.
+
+    A first SIGTERM or SIGINT (`tapas_tf.training.stopping`) ends the run after the step it
+    arrives in: a checkpoint is saved at the step reached and the result says `stopped_by`. With
+    several workers, the one asked tells the others through the next step's all-reduce and all of
+    them stop after that step. A second signal stops at once, without a checkpoint.
 
     Args:
       model_config: the model; must equal the config already in model_dir when resuming.
       train_config: data, schedule, checkpointing and logging.
-      model_dir: where tapas_config.json, checkpoints/ and train/ (TensorBoard) go.
+      model_dir: where tapas_config.json, checkpoints/ and train/ (TensorBoard) go. Several
+        workers share it: only the chief writes there.
       strategy: a tf.distribute strategy (see `tapas_tf.training.distribution`); default the current one.
       on_step_end: called as `on_step_end(step, values)` after every step (and its checkpoint),
         with the step's loss terms, learning_rate and gradient_norm as floats.
@@ -289,10 +232,20 @@ def train(
     Raises:
       ValueError: bad data (see `input_pipeline.check_examples`; a train file found truncated
         during training raises DamagedDataError naming it), a batch that does not split evenly over
-        replicas and micro-batches, a model config that differs from model_dir's, or a truncated
-        or corrupt checkpoint (CorruptCheckpointError).
+        replicas and micro-batches, a model config that differs from model_dir's, checkpoints of
+        which none reads completely (CorruptCheckpointError; see `recovery.restore_newest`), or
+        workers that restored different steps.
+      WorkerLostError: another worker stopped answering (a ConnectionError).
     """
-    strategy = strategy or tf.distribute.get_strategy()
+    with StopSignals() as stop:
+        return _train(model_config, train_config, model_dir, strategy or tf.distribute.get_strategy(),
+                      on_step_end, stop)
+
+
+def _train(model_config: TapasConfig, train_config: TrainConfig, model_dir: str,
+           strategy: tf.distribute.Strategy, on_step_end: Optional[StepCallback],
+           stop: StopSignals) -> TrainResult:
+    """`train`, with the stop signals handled."""
     replica_batch = _replica_batch_size(train_config, strategy.num_replicas_in_sync)
     input_pipeline.check_examples(train_config.train_file, train_config.max_seq_length,
                                   train_config.max_predictions_per_seq)
@@ -312,14 +265,19 @@ def train(
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-    _restore_or_initialize(checkpoint, model, model_dir, train_config)
+    restore_or_initialize(checkpoint, model, model_dir, train_config)
     start = int(step.numpy())
+    distribution.check_same_start(strategy, start)
     if start >= train_config.train_steps:
         logging.info("%s is at step %d; train_steps is %d: nothing to do.", model_dir, start, train_config.train_steps)
         return TrainResult(start, model, {})
 
     train_config = _resolve_xla(train_config, model, strategy, replica_batch, start, model_dir if chief else None)
+    # The other workers save too, where nobody reads: with several workers, saving may take part in
+    # collectives (TensorFlow's multi-worker guide), and a worker that skipped it would hang them.
     save_dir = model_dir_lib.checkpoint_dir(model_dir) if chief else tempfile.mkdtemp(prefix="tapas_worker_")
+    if chief:
+        recovery.remove_partial_saves(save_dir)
     manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=train_config.keep_checkpoint_max)
     if chief:
         _write_train_config(model_dir, train_config)
@@ -327,26 +285,60 @@ def train(
     train_step = _make_train_step(model, optimizer, schedule, step, strategy, train_config)
     loop = TrainProgress(train_config, start, chief, os.path.join(model_dir, TRAIN_DIR))
     try:
-        while loop.step < train_config.train_steps:
-            try:
-                values = {name: float(value) for name, value in train_step(iterator).items()}
-            except tf.errors.DataLossError as e:  # A train file cut short or damaged after its first record.
-                raise input_pipeline.damaged_file_error(train_config.train_file, e) from e
-            if not math.isfinite(values["total_loss"]):
-                # Stop before a checkpoint saves weights the update may have made non-finite.
-                raise FloatingPointError(
-                    f"Step {loop.step + 1}: the loss is {values['total_loss']}; try a lower --learning_rate "
-                    "or --gradient_clipping. The last good checkpoint is kept.")
-            loop.after_step(values)
-            if loop.step % train_config.save_checkpoints_steps == 0 or loop.step == train_config.train_steps:
-                manager.save(checkpoint_number=loop.step)
-            if on_step_end is not None:
-                on_step_end(loop.step, values)
+        stopped_by = _train_loop(train_step, iterator, loop, manager, strategy, train_config, model_dir,
+                                 on_step_end, stop)
     finally:
         loop.close()
         if not chief:
             shutil.rmtree(save_dir, ignore_errors=True)
-    return TrainResult(loop.step, model, loop.last_logged)
+    return TrainResult(loop.step, model, loop.last_logged, stopped_by)
+
+
+def _train_loop(train_step: Callable, iterator, loop: TrainProgress, manager: tf.train.CheckpointManager,
+                strategy: tf.distribute.Strategy, config: TrainConfig, model_dir: str,
+                on_step_end: Optional[StepCallback], stop: StopSignals) -> Optional[str]:
+    """Runs steps until config.train_steps or a stop request, saving checkpoints; returns what
+    stopped the run early (a signal's name, or "another worker's stop request"), else None."""
+    multi_worker = distribution.is_multi_worker(strategy)
+    saved_step, stop_agreed = loop.step, False
+    # One worker alone stops between steps; several stop after the step whose all-reduce told them.
+    while loop.step < config.train_steps and not stop_agreed and not (stop.requested and not multi_worker):
+        try:
+            values = {name: float(value) for name, value in
+                      train_step(iterator, tf.constant(1.0 if stop.requested else 0.0)).items()}
+        except tf.errors.DataLossError as e:  # A train file cut short or damaged after its first record.
+            raise input_pipeline.damaged_file_error(config.train_file, e) from e
+        except distribution.lost_worker_errors() as e:
+            if not multi_worker:
+                raise
+            named = recovery.named_checkpoints(model_dir_lib.checkpoint_dir(model_dir))
+            resume_from = named[0] if named else None
+            raise distribution.worker_lost_error(e, loop.step + 1, strategy, resume_from) from e
+        stop_agreed = values.pop(STOP_REQUESTS) > 0  # The same sum on every worker.
+        if not math.isfinite(values["total_loss"]):
+            # Stop before a checkpoint saves weights the update may have made non-finite.
+            raise FloatingPointError(
+                f"Step {loop.step + 1}: the loss is {values['total_loss']}; try a lower --learning_rate "
+                "or --gradient_clipping. The last good checkpoint is kept.")
+        loop.after_step(values)
+        if loop.step % config.save_checkpoints_steps == 0 or loop.step == config.train_steps:
+            manager.save(checkpoint_number=loop.step)
+            saved_step = loop.step
+        if on_step_end is not None:
+            on_step_end(loop.step, values)
+    if loop.step >= config.train_steps or not (stop.requested or stop_agreed):
+        return None
+    if saved_step < loop.step:
+        manager.save(checkpoint_number=loop.step)
+    stopped_by = stop.requested or "another worker's stop request"
+    if not loop.step:
+        saved = "before its first step: nothing to save"
+    else:
+        where = f" in {manager.latest_checkpoint}" if distribution.is_chief(strategy) else ""
+        saved = "with a checkpoint" + where
+    logging.warning("Stopped at step %d of %d (%s) %s; run the same command to resume.", loop.step,
+                    config.train_steps, stopped_by, saved)
+    return stopped_by
 
 
 def _replica_batch_size(config: TrainConfig, num_replicas: int) -> int:
@@ -357,60 +349,6 @@ def _replica_batch_size(config: TrainConfig, num_replicas: int) -> int:
             f"train_batch_size ({config.train_batch_size}) must be divisible by replicas ({num_replicas}) "
             f"x gradient_accumulation_steps ({config.gradient_accumulation_steps}).")
     return config.train_batch_size // num_replicas
-
-
-def _restore_or_initialize(checkpoint: tf.train.Checkpoint, model: tf_keras.Model,
-                           model_dir: str, config: TrainConfig) -> None:
-    """Restores model_dir's newest checkpoint (model, optimizer slots and iterations, step), else
-    initialises the encoder from config.init_checkpoint if given."""
-    latest = model_dir_lib.latest_checkpoint(model_dir)
-    if latest:
-        with model_dir_lib.reading_checkpoint(
-                latest, f"delete its files to resume from an older checkpoint in {os.path.dirname(latest)}, "
-                "or train in a new --model_dir"):
-            checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("Resuming from %s at step %d.", latest, int(checkpoint.step.numpy()))
-    elif config.init_checkpoint:
-        restored = initialize_from(model, config.init_checkpoint, heads_to_restore(config))
-        write_init_report(model_dir, model, config.init_checkpoint, restored)
-
-
-def heads_to_restore(config: TrainConfig) -> Tuple[str, ...]:
-    """The heads an init checkpoint gives: none, or with init_heads all but the cell-selection head
-    when reset_cell_selection_weights."""
-    if not config.init_heads:
-        return ()
-    return tuple(head for head in TRANSFERABLE_HEADS
-                 if not (head == "cell_selection_head" and config.reset_cell_selection_weights))
-
-
-INIT_REPORT_FILE = "init_report.json"
-
-
-def write_init_report(model_dir: str, model: tf_keras.Model, init_checkpoint: str,
-                      restored: Dict[str, bool]) -> Dict[str, object]:
-    """MODEL_DIR/init_report.json: which encoder parts (and heads) came from `init_checkpoint`, and
-    which weights start fresh (encoder parts the checkpoint lacks, and the heads not restored)."""
-    loaded_names = {v.name for v in model.encoder.weights}
-    for head in TRANSFERABLE_HEADS:
-        if restored.get(head):
-            loaded_names.update(v.name for v in getattr(model, head).weights)
-    report = {
-        "init_checkpoint": init_checkpoint,
-        "loaded": sorted(part for part, ok in restored.items() if ok and part not in TRANSFERABLE_HEADS),
-        "loaded_heads": sorted(part for part, ok in restored.items() if ok and part in TRANSFERABLE_HEADS),
-        "fresh_encoder_parts": sorted(part for part, ok in restored.items() if not ok
-                                      and part not in TRANSFERABLE_HEADS),
-        "fresh_weights": sorted(v.name for v in model.weights if v.name not in loaded_names),
-    }
-    with tf.io.gfile.GFile(os.path.join(model_dir, INIT_REPORT_FILE), "w") as f:
-        f.write(json.dumps(report, indent=2) + "\n")
-    logging.info("Started from %s: loaded %s%s; fresh: %s and %d head weights (see %s).", init_checkpoint,
-                 ", ".join(report["loaded"]),
-                 "".join(f", {head}" for head in report["loaded_heads"]),
-                 ", ".join(report["fresh_encoder_parts"]) or "no encoder part",
-                 len(report["fresh_weights"]), INIT_REPORT_FILE)
-    return report
 
 
 def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distribute.Strategy,
@@ -509,7 +447,12 @@ def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, 
 
 def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step: tf.Variable,
                      strategy: tf.distribute.Strategy, config: TrainConfig) -> Callable:
-    """tf.function(iterator) -> {name: <float32>[]} that runs one optimiser step on the next batch."""
+    """tf.function(iterator, stop_request) -> {name: <float32>[]} that runs one optimiser step on the
+    next batch.
+
+    stop_request is <float32>[]: 1 when this worker was asked to stop, else 0. The result's
+    STOP_REQUESTS is its sum over the replicas of every worker, all-reduced with the loss terms, so
+    that every worker learns in the same step whether any was asked."""
     num_micro = config.gradient_accumulation_steps
     compute = _gradient_function(model, num_micro, 1.0 / (strategy.num_replicas_in_sync * num_micro),
                                  loss_terms(config, model))
@@ -518,8 +461,10 @@ def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step:
     variables = model.trainable_variables
     clip = config.gradient_clipping
 
-    def replica_step(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    def replica_step(features: Dict[str, tf.Tensor], stop_request: tf.Tensor) -> Dict[str, tf.Tensor]:
         grads, values = compute(features)
+        # A tensor made on this replica's device: the all-reduce has no device for the argument itself.
+        values[STOP_REQUESTS] = tf.identity(stop_request)
         used = [(g, v) for g, v in zip(grads, variables) if g is not None]  # e.g. no pooler without agg.
         context = tf.distribute.get_replica_context()
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in used])
@@ -535,8 +480,8 @@ def _make_train_step(model: tf_keras.Model, optimizer, schedule: Callable, step:
     # code would take longer than tracing it. Traced once: with length buckets the iterator's
     # spec has a None sequence dimension (XLA, if on, compiles once per bucket length).
     @tf.function(autograph=False)
-    def train_step(iterator) -> Dict[str, tf.Tensor]:
-        values = strategy.run(replica_step, args=(next(iterator),))
+    def train_step(iterator, stop_request: tf.Tensor) -> Dict[str, tf.Tensor]:
+        values = strategy.run(replica_step, args=(next(iterator), stop_request))
         step.assign_add(1)
         # Every replica holds the same all-reduced values.
         return {name: strategy.experimental_local_results(value)[0] for name, value in values.items()}

@@ -418,7 +418,7 @@ def _truncate(path: str, cut_bytes: int = 100) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".data-00000-of-00001", ".index"])
-def test_truncated_checkpoints_are_named(fitted, tmp_path, suffix):
+def test_truncated_checkpoints_are_named(fitted, tmp_path, suffix, caplog):
     _, _, model_dir, model_config = fitted
     copy = shutil.copytree(model_dir, tmp_path / "model")
     latest = model_dir_lib.latest_checkpoint(str(copy))
@@ -426,13 +426,26 @@ def test_truncated_checkpoints_are_named(fitted, tmp_path, suffix):
     named = f"checkpoint {re.escape(latest)} is truncated or corrupt "
     with pytest.raises(model_dir_lib.CorruptCheckpointError, match=named + ".*; check --init_checkpoint"):
         training.initialize_from(TapasForQuestionAnswering(model_config), latest)
-    # Resuming: the newest checkpoint of the model directory.
-    with open(os.path.join(model_dir, training.TRAIN_DIR, training.TRAIN_CONFIG_FILE)) as f:
-        _, train_config = tiny_configs(json.load(f)["train_file"], train_steps=70)
-    with pytest.raises(model_dir_lib.CorruptCheckpointError, match=named + ".*; delete its files"):
-        training.train(model_config, train_config, str(copy))
     with pytest.raises(model_dir_lib.CorruptCheckpointError, match=named):
         model_dir_lib.load_model(str(copy))
+
+    # Resuming: from the newest checkpoint that reads (step 30), with a warning naming the other.
+    with open(os.path.join(model_dir, training.TRAIN_DIR, training.TRAIN_CONFIG_FILE)) as f:
+        _, train_config = tiny_configs(json.load(f)["train_file"], train_steps=32)
+    older = shutil.copytree(copy, tmp_path / "older")
+    resumed, on_resumed = _losses_of()
+    with caplog.at_level("WARNING"):
+        assert training.train(model_config, train_config, str(copy), on_step_end=on_resumed).step == 32
+    assert sorted(resumed) == [31, 32]
+    assert re.search(named, caplog.text) and "Resuming from the older checkpoint" in caplog.text
+    # Without it, nothing reads: an error, not a run from step 0.
+    for name in os.listdir(older / "checkpoints"):
+        if name.startswith("ckpt-30."):
+            os.remove(older / "checkpoints" / name)
+    named = f"checkpoint {re.escape(model_dir_lib.checkpoint_dir(str(older)))}/ckpt-60 is truncated or corrupt "
+    with pytest.raises(model_dir_lib.CorruptCheckpointError,
+                       match=f"^No checkpoint in .* reads completely \\({named}.*train in a new --model_dir"):
+        training.train(model_config, train_config, str(older))
 
 
 def test_train_file_truncated_after_its_first_record_is_named(data, tmp_path):
