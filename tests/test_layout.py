@@ -219,7 +219,7 @@ def test_wheel_has_one_top_level_package(tmp_path):
     # Built from a copy: setuptools writes build/ beside the sources.
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "requirements.txt"):  # requirements.txt: the dependencies
         shutil.copy(os.path.join(ROOT, name), source / name)
     for name in ("tapas_tf", "models", "beam_jobs"):
         shutil.copytree(os.path.join(ROOT, name), source / name,
@@ -232,6 +232,11 @@ def test_wheel_has_one_top_level_package(tmp_path):
         names = archive.namelist()
         (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
         entry_points = archive.read(entry_points).decode()
+        (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+        metadata = archive.read(metadata).decode()
+    # A wheel installed alone brings the pinned set its commands import.
+    for requirement in ("tensorflow==2.20.0", "apache-beam[gcp]==2.77.0", "ai-edge-litert==2.3.0"):
+        assert f"Requires-Dist: {requirement}" in metadata.splitlines(), metadata[:3000]
     # The installed command (`tapas-tf`), with the task command line that run_task.py is a shim over.
     assert "[console_scripts]" in entry_points
     assert "tapas-tf = tapas_tf.commands.dispatch:main" in entry_points.splitlines()
