@@ -1,8 +1,8 @@
 """Training examples/s of the tiny SQA model with and without length buckets (seq 512, batch 32).
 
 Writes 2,000 synthetic classifier examples padded to 512 tokens, with SQA-like real lengths
-(log-normal, clipped: mean ~245, median ~218, p90 ~445, 61% at most 256 tokens; DESIGN.md gives
-SQA's as mean 247, median 222, p90 443), then runs the real `training.trainer.train` for 40 steps
+(log-normal, clipped: mean ~245, median ~218, p90 ~445, 61% at most 256 tokens; the real SQA examples have
+mean 247, median 222, p90 443), then runs the real `training.trainer.train` for 40 steps
 per setting and times steps 11 to 40.
 
     python benchmarks/bucketing_bench.py "" "128,256,384,512"     # off, then the default buckets

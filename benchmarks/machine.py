@@ -1,6 +1,6 @@
 """The machine a benchmark ran on: CPU model, instruction set, cores and memory.
 
-The instruction set changes the ratios between frameworks (DESIGN.md: TF against PyTorch
+The instruction set changes the ratios between frameworks (docs/RESULTS.md: TF against PyTorch
 training went from 0.78x to 1.48x between AMD EPYCs without and with AVX-512), so every
 benchmark prints `machine_line()` and stores `machine()` with its figures.
 """

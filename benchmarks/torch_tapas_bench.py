@@ -37,7 +37,7 @@ from transformers import TapasConfig, TapasForQuestionAnswering
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 
-# Size presets of the project (DESIGN.md): layers, hidden; heads = hidden / 64, FFN = 4 x hidden.
+# Size presets of the project (models/config.py): layers, hidden; heads = hidden / 64, FFN = 4 x hidden.
 SIZES = {
     "tiny": (2, 128),
     "mini": (4, 256),
@@ -48,7 +48,7 @@ SIZES = {
 }
 DEFAULT_BATCH = {"tiny": 32, "mini": 32, "small": 32, "medium": 16, "base": 8, "large": 4}
 
-# WTQ fine-tuning hyper-parameters of the paper (DESIGN.md), so every loss branch runs.
+# WTQ fine-tuning hyper-parameters of the paper (tapas_tf/tasks.py), so every loss branch runs.
 WTQ_LOSS = dict(
     num_aggregation_labels=4,
     use_answer_as_supervision=True,

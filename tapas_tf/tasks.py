@@ -25,7 +25,7 @@ class Split:
 
 @dataclasses.dataclass(frozen=True)
 class TaskPreset:
-    """Per-task defaults (Herzig et al. 2020, appendix; DESIGN.md's table)."""
+    """Per-task defaults (Herzig et al. 2020, appendix)."""
 
     splits: Tuple[Split, ...]
     train_steps: int

@@ -4,7 +4,7 @@ import dataclasses
 import enum
 from typing import Optional
 
-# Sizes of the seven token-type embedding tables (DESIGN.md); ids and ranks
+# Sizes of the seven token-type embedding tables (the original TAPAS release); ids and ranks
 # must stay below them.
 TYPE_VOCAB_SIZES = (3, 256, 256, 2, 256, 256, 10)
 _COLUMN_VOCAB, _ROW_VOCAB, _RANK_VOCAB = TYPE_VOCAB_SIZES[1], TYPE_VOCAB_SIZES[2], TYPE_VOCAB_SIZES[4]
