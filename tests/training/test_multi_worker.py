@@ -24,8 +24,7 @@ import pytest  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.training import distribution, trainer as training  # noqa: E402
-from tests.training.test_input_pipeline import write_fixture_examples  # noqa: E402
-from tests.training.test_trainer import ROOT, tiny_configs  # noqa: E402
+from tests.training.test_trainer import ROOT, data, tiny_configs  # noqa: E402, F401 (data is a fixture)
 
 STEPS = 8
 OPTIONS = dict(train_steps=STEPS, train_batch_size=4, save_checkpoints_steps=2, warmup_ratio=0.0)
@@ -126,13 +125,6 @@ def _assert_losses(steps: Dict[int, dict], reference: Dict[int, dict], expected_
 def _event_files(model_dir: str) -> List[str]:
     return [name for name in os.listdir(os.path.join(model_dir, training.TRAIN_DIR))
             if name.startswith("events.")]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> str:
-    directory = tmp_path_factory.mktemp("data")
-    write_fixture_examples(directory)
-    return str(directory / "tf_examples" / "train.tfrecord")
 
 
 @pytest.fixture(scope="module")

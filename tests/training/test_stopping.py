@@ -28,17 +28,10 @@ from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.training import trainer as training  # noqa: E402
 from tapas_tf.training.config import TrainConfig  # noqa: E402
 from tapas_tf.training.stopping import StopSignals  # noqa: E402
-from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ, write_fixture_examples  # noqa: E402
-from tests.training.test_trainer import ROOT, TINY, tiny_configs  # noqa: E402
+from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ  # noqa: E402
+from tests.training.test_trainer import ROOT, TINY, data, tiny_configs  # noqa: E402, F401 (data is a fixture)
 
 SHUFFLED = dict(train_batch_size=2, shuffle_buffer=NUM_EXAMPLES, seed=1)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> str:
-    directory = tmp_path_factory.mktemp("data")
-    write_fixture_examples(directory)
-    return str(directory / "tf_examples" / "train.tfrecord")
 
 
 def _env() -> Dict[str, str]:
