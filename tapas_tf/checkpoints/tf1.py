@@ -22,8 +22,10 @@ from tapas_tf.models.config import TapasConfig
 BERT_CONFIG_FILE = "bert_config.json"
 # The original BertConfig's activations (tf1 name -> ours); "gelu" there is the tanh form.
 TF1_ACTIVATIONS = {"gelu": "gelu_tanh", "gelu_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "relu": "relu"}
-# bert_config.json keys copied as they are.
-_ENCODER_KEYS = (
+# The encoder keys of a BERT config that are TapasConfig fields of the same name and meaning,
+# copied as they are: the original bert_config.json and Hugging Face's BERT config.json
+# (`bert_init`) both spell them so.
+BERT_ENCODER_KEYS = (
     "vocab_size",
     "hidden_size",
     "num_hidden_layers",
@@ -34,6 +36,9 @@ _ENCODER_KEYS = (
     "max_position_embeddings",
     "initializer_range",
 )
+# Those of them that matter only in training (dropout, initialisation); the others fix the
+# encoder's weight shapes.
+BERT_TRAINING_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
 # tf_slim.layer_norm's epsilon, used by the original BERT/TAPAS code.
 TF1_LAYER_NORM_EPS = 1e-12
 # The original AdamWeightDecayOptimizer's slots (adam_m, adam_v), its gradient accumulation
@@ -79,11 +84,11 @@ def tapas_config_from_bert_config(
         raise ValueError(
             f"Unsupported hidden_act {act!r} in bert_config.json; expected one of {sorted(TF1_ACTIVATIONS)}."
         )
-    values: Dict[str, Any] = {key: bert_config[key] for key in _ENCODER_KEYS if key in bert_config}
+    values: Dict[str, Any] = {key: bert_config[key] for key in BERT_ENCODER_KEYS if key in bert_config}
     values.update(
         hidden_act=TF1_ACTIVATIONS[act], type_vocab_sizes=list(type_vocab_size), layer_norm_eps=TF1_LAYER_NORM_EPS
     )
-    known = set(_ENCODER_KEYS) | {"softmax_temperature", "type_vocab_size", "hidden_act"}
+    known = set(BERT_ENCODER_KEYS) | {"softmax_temperature", "type_vocab_size", "hidden_act"}
     notes = [f"ignored bert_config key {key}={bert_config[key]!r}" for key in sorted(set(bert_config) - known)]
     values.update(options)
     try:
@@ -189,7 +194,7 @@ def bert_config_from_tapas(config: TapasConfig) -> Dict[str, Any]:
     are written as "gelu", so a model with the exact form must be imported back with
     `--model_options='{"hidden_act": "gelu"}'`. LayerNorm epsilon is not written (1e-12).
     """
-    values = {key: getattr(config, key) for key in _ENCODER_KEYS}
+    values = {key: getattr(config, key) for key in BERT_ENCODER_KEYS}
     values["hidden_act"] = "relu" if config.hidden_act == "relu" else "gelu"
     values["type_vocab_size"] = list(config.type_vocab_sizes)
     return values

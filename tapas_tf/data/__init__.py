@@ -3,9 +3,10 @@
 Holds the Interaction protos (`protos/`, wire-compatible with the original
 `interaction.proto`), interaction file IO, the readers that turn data set
 releases into Interactions (`readers/`: SQA, WikiTableQuestions), text
-normalisation, number and date parsing (`number_parsing`) and numeric
-annotation (`number_annotation`), a small sample data set, and the check
-that an output directory can be written (`paths`).
+normalisation, number and date parsing (`number_parsing`; WTQ answer dates as
+its official evaluator reads them: `wtq_dates`) and numeric annotation
+(`number_annotation`), a small sample data set, and the check that an output
+directory can be written (`paths`).
 
 May import: nothing of tapas_tf. Everything else builds on it.
 """

@@ -11,7 +11,8 @@ table, from strict to loose normalisation (`LEVELS`):
             " (...)" removed, outer quotes and a final period removed
   number    both texts (after `official`) are the same plain number
             ("1,000" = "1000", "2.50" = "2.5"), or the same whole-text date
-            ("1998-11-10" = "November 10, 1998"; WTQ's "xx" parts allowed)
+            ("1998-11-10" = "November 10, 1998"; WTQ's "xx" parts allowed:
+            `wtq_dates.parse_date` with written dates)
 
 The rule. A cell and an answer match at the strictest level where their keys
 meet; that level's index is the cost of pairing them. For k = 0, 1, ... the
@@ -47,15 +48,15 @@ import collections
 import dataclasses
 import functools
 import math
-import re
 from typing import Callable, Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from tapas_tf.data.number_parsing import DateTuple, parse_plain_number, parse_text
+from tapas_tf.data.number_parsing import parse_plain_number
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.text_normalization import collapse_whitespace, normalize_answer_text
+from tapas_tf.data.wtq_dates import parse_date
 
 MATCHED = "matched"
 NO_MATCH = "no_match"
@@ -73,8 +74,6 @@ Coordinate = Tuple[int, int]
 # The cost of a forbidden pair: larger than any sum of level costs.
 _FORBIDDEN = 1e9
 _CACHE_SIZE = 1 << 16
-# WTQ's own date form, "yyyy-mm-dd" with "xx" for an unknown part.
-_WTQ_DATE = re.compile(r"^(\d{4}|xx)-(\d{2}|xx)-(\d{2}|xx)$")
 
 
 def _single(text: str) -> Keys:
@@ -99,43 +98,16 @@ def official_keys(text: str) -> Keys:
     return _single(normalize_answer_text(text))
 
 
-def _wtq_date(text: str) -> Optional[DateTuple]:
-    """The date of a "yyyy-mm-dd" text whose parts may be "xx", else None."""
-    match = _WTQ_DATE.match(text)
-    if not match:
-        return None
-    year, month, day = (None if part == "xx" else int(part) for part in match.groups())
-    if (year, month, day) == (None, None, None):
-        return None
-    if (month is not None and not 1 <= month <= 12) or (day is not None and not 1 <= day <= 31):
-        return None
-    return year, month, day
-
-
-def _whole_text_dates(text: str) -> List[DateTuple]:
-    """The dates of a normalised text that is nothing but one date."""
-    date = _wtq_date(text)
-    if date is not None:
-        return [date]
-    spans = parse_text(text)
-    if len(spans) != 1 or spans[0].begin_index != 0 or spans[0].end_index != len(text):
-        return []
-    dates = []
-    for value in spans[0].values:
-        if value.HasField("date"):
-            d = value.date
-            dates.append((d.year if d.HasField("year") else None, d.month if d.HasField("month") else None,
-                          d.day if d.HasField("day") else None))
-    return dates
-
-
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def number_keys(text: str) -> Keys:
-    """The plain number and the whole-text dates of the text's official form."""
+    """The plain number and the whole-text date of the text's official form."""
     normalized = normalize_answer_text(text)
     if not normalized:
         return frozenset()
-    keys: List[Hashable] = [("date", date) for date in _whole_text_dates(normalized)]
+    keys: List[Hashable] = []
+    date = parse_date(normalized, written=True)
+    if date is not None:
+        keys.append(("date", date))
     number = parse_plain_number(normalized)
     if number is not None:
         keys.append(("number", 0.0 if number == 0 else number))  # -0.0 == 0.0, one key.

@@ -2,18 +2,20 @@
 
 Denotation matching follows the conventions of the WikiTableQuestions
 evaluator: every answer string is normalised (`normalize_answer_text`) and read
-as a number if it parses as one, else as a date if it has a simple date form,
-else as a string. Two values match when their normalised strings are equal, or
-both are numbers within the tolerance, or both are the same date. Answers are
-lists compared order-free, as multisets: the same number of values, each
-predicted value paired with a distinct gold value.
+as a number if it parses as one, else as a date if it is one in the evaluator's
+"yyyy-mm-dd" form (`wtq_dates.parse_date`: "2001-5-3", "xx-05-03"; a date of
+only a year, "1998-xx-xx", is that number), else as a string. Written dates
+("May 3, 2001") are strings, as they are to the evaluator. Two values match
+when their normalised strings are equal, or both are numbers within the
+tolerance, or both are the same date. Answers are lists compared order-free,
+as multisets: the same number of values, each predicted value paired with a
+distinct gold value.
 
 Pure Python: nothing here needs TensorFlow.
 """
 
 import collections
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -22,29 +24,16 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from tapas_tf.data.number_parsing import parse_plain_number
+from tapas_tf.data.number_parsing import DateTuple, parse_plain_number
 from tapas_tf.data.text_normalization import normalize_answer_text
+from tapas_tf.data.wtq_dates import parse_date
 
 # Numbers match within this relative tolerance; the absolute one only matters
 # next to zero, where a relative tolerance alone would demand exact equality.
 RELATIVE_TOLERANCE = 1e-6
 ABSOLUTE_TOLERANCE = 1e-9
 
-# WikiTableQuestions writes dates as "yyyy-mm-dd" with "xx" for unknown parts.
-_ISO_DATE = re.compile(r"^(\d{4}|xx)-(\d{1,2}|xx)-(\d{1,2}|xx)$")
-# Written-out dates, tried on lower-cased text ("january 5, 2001").
-_DATE_FORMATS = (
-    ("%B %d, %Y", True, True),
-    ("%B %d %Y", True, True),
-    ("%d %B %Y", True, True),
-    ("%b %d, %Y", True, True),
-    ("%d %b %Y", True, True),
-    ("%B %Y", True, False),
-    ("%b %Y", True, False),
-)
 _SQA_QUESTION_ID = re.compile(r"^(?P<sequence>.+-\d+)_(?P<position>\d+)$")
-
-Date = tuple[Optional[int], Optional[int], Optional[int]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +42,7 @@ class _Value:
 
     text: Optional[str]
     number: Optional[float] = None
-    date: Optional[Date] = None
+    date: Optional[DateTuple] = None
 
     def matches(self, other: "_Value") -> bool:
         if self.text is not None and self.text == other.text:
@@ -69,47 +58,21 @@ def numbers_match(a: float, b: float) -> bool:
 
 
 def parse_answer_number(text: str) -> Optional[float]:
-    """The number of an answer string after normalisation ("1,000." -> 1000.0)."""
-    return parse_plain_number(normalize_answer_text(text))
-
-
-def _iso_date(text: str) -> Optional[Date]:
-    match = _ISO_DATE.match(text)
-    if not match:
-        return None
-    year, month, day = (None if part == "xx" else int(part) for part in match.groups())
-    if (year, month, day) == (None, None, None):
-        return None
-    if (month is not None and not 1 <= month <= 12) or (day is not None and not 1 <= day <= 31):
-        return None
-    return year, month, day
-
-
-def parse_date(text: str) -> Optional[Date]:
-    """Parses a normalised (lower-case) date as `(year, month, day)`, None for unknown parts.
-
-    Accepted: "2001-05-03", "2001-xx-xx", "xx-05-03" (the WTQ forms), and
-    "may 3, 2001", "3 may 2001", "may 3 2001", "may 2001" (month names full, or
-    abbreviated as "sep 3, 2001"). Anything else is not a date.
-    """
-    date = _iso_date(text)
-    if date is not None:
-        return date
-    for date_format, has_month, has_day in _DATE_FORMATS:
-        try:
-            parsed = datetime.datetime.strptime(text, date_format)
-        except ValueError:
-            continue
-        return parsed.year, parsed.month if has_month else None, parsed.day if has_day else None
-    return None
+    """The number of an answer string after normalisation ("1,000." -> 1000.0, "1998-xx-xx" -> 1998.0)."""
+    return _to_value(text).number
 
 
 def _to_value(text: str) -> _Value:
+    """The value of an answer string (see the module docstring)."""
     normalized = normalize_answer_text(text)
     number = parse_plain_number(normalized)
     if number is not None:
         return _Value(normalized, number=number)
-    return _Value(normalized, date=parse_date(normalized))
+    date = parse_date(normalized)
+    if date is not None and date[1:] == (None, None):
+        # The official evaluator reads a date of only a year ("1998-xx-xx") as that number.
+        return _Value(normalized, number=float(date[0]))
+    return _Value(normalized, date=date)
 
 
 def _multisets_match(predicted: Sequence[_Value], gold: Sequence[_Value]) -> bool:

@@ -64,6 +64,8 @@ def test_numbers_match_at_the_number_level(cell, answer):
     ("10 Nov 1998", "1998-11-10"),
     ("November 10", "xx-11-10"),  # WTQ's unknown parts.
     ("May 2001", "2001-05-xx"),
+    ("January 5", "xx-1-5"),  # One-digit parts, as the official evaluator reads them.
+    ("2020-05-03", "2020-5-3"),  # The WTQ form has no year limit (number_parsing.MAX_YEAR).
 ])
 def test_dates_match_at_the_number_level(cell, answer):
     result = am.match_answers(_table(["x", cell]), [answer])

@@ -6,6 +6,7 @@ import pytest
 
 from tapas_tf.data import number_annotation as na
 from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.readers.common import make_table
 
 
 def _num(value):
@@ -159,17 +160,6 @@ def test_consolidate_rejects_bad_input():
 # ---- tables and questions --------------------------------------------------------------
 
 
-def _table(header, rows):
-    table = interaction_pb2.Table(table_id="t")
-    for text in header:
-        table.columns.add(text=text)
-    for row in rows:
-        cells = table.rows.add()
-        for text in row:
-            cells.cells.add(text=text)
-    return table
-
-
 def _column_values(table, column_index):
     return [_plain(row.cells[column_index].numeric_value)
             if row.cells[column_index].HasField("numeric_value") else None
@@ -184,7 +174,7 @@ def test_add_numeric_table_values():
     | 2005 | Bears  | n/a    | May 2014         |
     | 2010 | Wolves | 7      | 2015-01-02       |
     """
-    table = _table(["Year", "Team", "Score", "Date"], [
+    table = make_table("t", ["Year", "Team", "Score", "Date"], [
         ["1998", "Lions", "3", "Nov 10, 2013"],
         ["2001", "Tigers", "twelve", "10 November 2013"],
         ["2005", "Bears", "n/a", "May 2014"],
@@ -203,7 +193,7 @@ def test_add_numeric_table_values():
 
 
 def test_add_numeric_table_values_threshold():
-    table = _table(["Score"], [["3"], ["twelve"], ["n/a"]])
+    table = make_table("t", ["Score"], [["3"], ["twelve"], ["n/a"]])
     na.add_numeric_table_values(table)  # 2 of 3 rows < 0.7.
     assert _column_values(table, 0) == [None, None, None]
     na.add_numeric_table_values(table, min_consolidation_fraction=0.6)
@@ -211,7 +201,7 @@ def test_add_numeric_table_values_threshold():
 
 
 def test_add_numeric_table_values_rejects_ragged_rows_unchanged():
-    table = _table(["A", "B"], [["1", "2"], ["3"]])
+    table = make_table("t", ["A", "B"], [["1", "2"], ["3"]])
     table.rows[0].cells[0].numeric_value.float_value = 5.0
     with pytest.raises(ValueError, match="row 1 has 1 cells but the table has 2 columns"):
         na.add_numeric_table_values(table)
@@ -239,7 +229,7 @@ def test_question_without_numbers_is_marked_annotated():
 
 def test_add_numeric_values_on_interaction():
     interaction = interaction_pb2.Interaction(
-        table=_table(["N"], [["1"], ["2"]]),
+        table=make_table("t", ["N"], [["1"], ["2"]]),
         questions=[interaction_pb2.Question(original_text="More than One?")])
     na.add_numeric_values(interaction)
     assert _column_values(interaction.table, 0) == [1.0, 2.0]

@@ -480,16 +480,15 @@ def test_features_fit_the_masked_lm_model(tokenizer):
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tf_keras
 
-    from tapas_tf.models.config import TapasConfig
     from tapas_tf.models.pretrain_model import TapasForMaskedLM
+    from tests.model_fixtures import tiny_config
 
     maker = _maker(tokenizer, max_seq_length=40, dupe_factor=4)
     features = _parsed(_examples(maker, _interaction(texts=[("SEGMENT_TEXT", LONG_TEXT)])), 40, 20,
                        include_strings=False)
     tf_keras.utils.set_random_seed(0)
-    model = TapasForMaskedLM(TapasConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=64))
+    model = TapasForMaskedLM(tiny_config(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                         intermediate_size=32, max_position_embeddings=64))
     outputs = model(dict(features))
     assert outputs["mlm_logits"].shape == (4, 20, tokenizer.vocab_size)
     loss = float(outputs["mlm_loss"])

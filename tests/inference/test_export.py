@@ -32,7 +32,8 @@ from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, to_tf_examp
 from tapas_tf.inference import decoding, export  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
-from tests.inference.test_sequential import save_model_dir, tiny_config  # noqa: E402
+from tests.inference.test_sequential import save_model_dir  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")

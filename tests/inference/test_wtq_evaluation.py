@@ -131,7 +131,8 @@ def _unsure_model_dir(tmp_path, cell_probability: float = 1 / (1 + math.exp(3.0)
     from tapas_tf.data.interaction_io import write_interactions
     from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
     from tests.conversion_fixtures import make_interaction
-    from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config
+    from tests.inference.test_sequential import HEADER, ROWS, save_model_dir
+    from tests.model_fixtures import tiny_config
 
     aggregation = {} if operator == NONE else dict(num_aggregation_labels=4)
     config = tiny_config(init_cell_selection_weights_to_zero=True, **aggregation)

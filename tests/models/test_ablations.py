@@ -25,6 +25,7 @@ from tapas_tf.models.config import EMBEDDING_SWITCHES, TapasConfig  # noqa: E402
 from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES, TapasEmbeddings  # noqa: E402
 from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 
 TYPE_VOCAB_SIZES = (3, 5, 5, 2, 4, 4, 10)
 HIDDEN = 8
@@ -154,17 +155,9 @@ def test_config_switches_default_on_and_round_trip_through_json(tmp_path):
 
 
 def _tiny_config(**overrides) -> TapasConfig:
-    return TapasConfig(
-        vocab_size=12,
-        hidden_size=HIDDEN,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=16,
-        max_position_embeddings=16,
-        type_vocab_sizes=TYPE_VOCAB_SIZES,
-        num_aggregation_labels=4,
-        **overrides,
-    )
+    return tiny_config(vocab_size=12, hidden_size=HIDDEN, num_hidden_layers=1, intermediate_size=16,
+                       max_position_embeddings=16, type_vocab_sizes=TYPE_VOCAB_SIZES,
+                       num_aggregation_labels=4, **overrides)
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHED))

@@ -14,12 +14,14 @@ import tf_keras  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES  # noqa: E402
 from tapas_tf.models.encoder import TapasEncoder, gelu_exact, gelu_tanh, get_activation  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 
 HIDDEN, HEADS, HEAD_SIZE, INTERMEDIATE = 8, 2, 4, 16
 BATCH, SEQ = 2, 6
 
 
 def _config(**overrides) -> TapasConfig:
+    """The shared tiny config at the sizes the numpy re-computation below is written for."""
     values = dict(
         vocab_size=20,
         hidden_size=HIDDEN,
@@ -28,12 +30,10 @@ def _config(**overrides) -> TapasConfig:
         intermediate_size=INTERMEDIATE,
         max_position_embeddings=16,
         type_vocab_sizes=(3, 4, 4, 2, 4, 4, 10),
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
         layer_norm_eps=1e-6,
     )
     values.update(overrides)
-    return TapasConfig(**values)
+    return tiny_config(**values)
 
 
 def _features() -> dict:

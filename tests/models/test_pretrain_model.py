@@ -13,21 +13,14 @@ import tf_keras  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES  # noqa: E402
 from tapas_tf.models.pretrain_model import MaskedLMHead, TapasForMaskedLM  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 
 VOCAB, HIDDEN, SEQ = 30, 16, 10
 
 
 def _config() -> TapasConfig:
-    return TapasConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    return tiny_config(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1, intermediate_size=32,
+                       max_position_embeddings=16)
 
 
 def _features() -> dict:

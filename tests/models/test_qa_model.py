@@ -33,6 +33,7 @@ import tf_keras  # noqa: E402
 
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 
 SEQ = 24
 NAN = float("nan")
@@ -69,20 +70,10 @@ def _batch() -> dict:
 
 
 def _config(**overrides) -> TapasConfig:
-    values = dict(
-        vocab_size=20,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        max_num_rows=4,
-        max_num_columns=4,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    """The shared tiny config, cut to the batch: ids below 20, 24 tokens, 2x2 tables."""
+    values = dict(vocab_size=20, max_position_embeddings=32, max_num_rows=4, max_num_columns=4)
     values.update(overrides)
-    return TapasConfig(**values)
+    return tiny_config(**values)
 
 
 def _weak_config(**overrides) -> TapasConfig:

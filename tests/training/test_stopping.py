@@ -24,12 +24,12 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
-from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.training import trainer as training  # noqa: E402
 from tapas_tf.training.config import TrainConfig  # noqa: E402
 from tapas_tf.training.stopping import StopSignals  # noqa: E402
 from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ  # noqa: E402
-from tests.training.test_trainer import ROOT, TINY, data, tiny_configs  # noqa: E402, F401 (data is a fixture)
+# `data` is a fixture.
+from tests.training.test_trainer import ROOT, TINY_CONFIG, data, tiny_configs  # noqa: E402, F401
 
 SHUFFLED = dict(train_batch_size=2, shuffle_buffer=NUM_EXAMPLES, seed=1)
 
@@ -180,7 +180,7 @@ def test_sigterm_mid_run_exits_0_with_a_checkpoint_and_the_resume_loses_nothing(
     or a later one); the step it reached is saved, and the resumed run ends where an uninterrupted
     one does, to every variable."""
     model_dir, config_file = tmp_path / "model", tmp_path / "tiny.json"
-    TapasConfig.from_preset("tiny", **TINY).to_json_file(str(config_file))
+    TINY_CONFIG.to_json_file(str(config_file))
     command = [sys.executable, os.path.join(ROOT, "run_task.py"), "--task=SQA", "--mode=train",
                f"--train_file={data}", f"--model_dir={model_dir}", f"--model_config={config_file}",
                f"--max_seq_length={SEQ}", f"--train_steps={CLI_STEPS}", "--train_batch_size=2",

@@ -34,12 +34,10 @@ from tapas_tf.training.config import (  # noqa: E402
     train_config_for_task,
 )
 from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ, write_fixture_examples  # noqa: E402
-from tests.vocab_fixture import vocab_tokens  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=SEQ, vocab_size=len(vocab_tokens()),
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY_CONFIG = tiny_config(max_position_embeddings=SEQ)
 
 
 def tiny_configs(train_file: str, **train_options):
@@ -48,7 +46,7 @@ def tiny_configs(train_file: str, **train_options):
     float32, whatever the machine (the default picks bfloat16 on CPUs that have it): the tests
     compare runs, and reloaded models, with float32 tolerances.
     """
-    model_config = model_config_for_task(Task.SQA, TapasConfig.from_preset("tiny", **TINY))
+    model_config = model_config_for_task(Task.SQA, TINY_CONFIG)
     values = dict(train_steps=10, train_batch_size=NUM_EXAMPLES, learning_rate=1e-2, warmup_ratio=0.0,
                   max_seq_length=SEQ, use_xla=False, log_steps=5, save_checkpoints_steps=100,
                   shuffle_buffer=1, seed=1, show_progress=False, precision="float32")
@@ -131,7 +129,7 @@ def test_learning_rate_warms_up_then_decays_to_zero():
 
 
 def test_weight_decay_skips_layer_norm_and_bias():
-    model = TapasForQuestionAnswering(model_config_for_task(Task.SQA, TapasConfig.from_preset("tiny", **TINY)))
+    model = TapasForQuestionAnswering(model_config_for_task(Task.SQA, TINY_CONFIG))
     model(dummy_features(), training=False)
     config = TrainConfig(train_file="x", train_steps=10, train_batch_size=1, learning_rate=0.1, warmup_ratio=0.0)
     optimizer, _ = training.build_optimizer(config)
@@ -258,7 +256,7 @@ def test_logged_terms_add_up_to_the_loss_and_weak_supervision_logs_where_example
     sqa_config, train_config = tiny_configs(data)
     sqa_model = TapasForQuestionAnswering(sqa_config)
     assert training.loss_terms(train_config, sqa_model) == training.LOSS_TERMS
-    wtq_config = model_config_for_task(Task.WTQ, TapasConfig.from_preset("tiny", **TINY))
+    wtq_config = model_config_for_task(Task.WTQ, TINY_CONFIG)
     model = TapasForQuestionAnswering(wtq_config)
     terms = training.loss_terms(train_config, model)
     assert set(terms) == {"total_loss", "selection_loss", "aggregation_loss", "answer_loss",
@@ -479,7 +477,7 @@ def sample_output(tmp_path_factory):
 def test_cli_trains_on_the_sample_data(sample_output, tmp_path):
     model_dir = tmp_path / "model"
     model_config = tmp_path / "tiny.json"
-    TapasConfig.from_preset("tiny", **{**TINY, "max_position_embeddings": 128}).to_json_file(str(model_config))
+    TINY_CONFIG.replace(max_position_embeddings=128).to_json_file(str(model_config))
     result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "run_task.py"), "--task=SQA", "--mode=train",
          f"--output_dir={sample_output}", f"--model_dir={model_dir}", f"--model_config={model_config}",
