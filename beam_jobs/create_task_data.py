@@ -2,6 +2,10 @@
 
     python beam_jobs/create_task_data.py --task=SQA --input_dir=DIR --output_dir=DIR \
         --vocab_file=vocab.txt [--runner=DirectRunner --direct_num_workers=2 ...]
+    python beam_jobs/create_task_data.py --task_module=my_task.py --task=MY_TASK ...
+
+Every task is read by the reader its registration names (`tapas_tf.task_registry`); --task_module
+loads a module of yours that registers more (docs/ADDING_A_TASK.md).
 
 Rows of tables that do not fit are dropped in dev and test (so that every evaluation question is
 converted) and not in train, unless --drop_rows_to_fit or --nodrop_rows_to_fit sets it for every
@@ -23,7 +27,8 @@ import contextlib
 import functools
 import json
 import os
-from typing import Optional, Sequence
+import sys
+from typing import List, Optional, Sequence, Union
 
 from tapas_tf.cli import add_verbosity_flag, log_to_stderr, quiet_tensorflow
 
@@ -35,56 +40,56 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
-from tapas_tf.data.readers import sqa, wikisql, wtq  # noqa: E402
+from tapas_tf.data.readers.release_reader import OpenReader, ReleaseReader  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
 from tapas_tf.pipelines import (  # noqa: E402
     beam_options, classifier_data, progress, reports, runners, task_files)
+from tapas_tf.task_registry import TaskSpec, conversion_config, get_task, task_names, tasks_for  # noqa: E402
+from tapas_tf.task_registry.modules import (  # noqa: E402
+    TaskModuleError, load_task_module, task_module_arguments)
 from tapas_tf.tasks import Split, Task  # noqa: E402
 
 REPORT_FILE = reports.REPORT_FILE
+AnyTask = Union[str, Task, TaskSpec]
 
 
-# The reader of each task's release files; create_data is built for these tasks.
-RELEASE_FILES = {
-    Task.SQA: sqa.SqaFile,
-    Task.WTQ: wtq.WtqFile,
-    # The answer is the gold SQL's result: its cells (WIKISQL) or its cells and operator (SUPERVISED).
-    Task.WIKISQL: functools.partial(wikisql.release_file, supervised=False),
-    Task.WIKISQL_SUPERVISED: functools.partial(wikisql.release_file, supervised=True),
-}
-# Tasks whose answers are texts only: cells come from weak supervision (`data.answer_matching`),
-# which drops unusable training questions by reason and keeps every evaluation question.
-WEAKLY_SUPERVISED = frozenset({Task.WTQ})
+def _open_split(reader: OpenReader, is_training: bool, path: str, input_dir: str) -> ReleaseReader:
+    return reader(path, input_dir, is_training)
 
 
-def _release_file(task: Task, split: Optional[Split] = None):
-    """The reader class of `task`, bound to the split's supervision mode where answers are texts."""
-    if task not in RELEASE_FILES:
-        raise ValueError(f"create_data is not built for {task.value} yet; it is for "
-                         f"{', '.join(t.value for t in RELEASE_FILES)}")
-    if task in WEAKLY_SUPERVISED and split is not None:
-        return functools.partial(RELEASE_FILES[task], supervision="train" if split.is_training else "eval")
-    return RELEASE_FILES[task]
+def _release_file(spec: TaskSpec, split: Split) -> classifier_data.ReleaseFile:
+    """The task's reader of one split: (path, input_dir) -> ReleaseReader (picklable, for Beam)."""
+    return functools.partial(_open_split, spec.reader, split.is_training)
 
 
-def check_inputs(task: Task, input_dir: str, splits: Sequence[Split]) -> None:
+def _data_task(task: AnyTask) -> TaskSpec:
+    """The registration of a task that create_data is built for."""
+    spec = get_task(task)
+    if "create_data" not in spec.modes:
+        raise ValueError(f"create_data is not built for {spec.name}; it is for "
+                         f"{', '.join(tasks_for('create_data'))}")
+    return spec
+
+
+def check_inputs(task: AnyTask, input_dir: str, splits: Sequence[Split]) -> None:
     """Refuses, before anything runs, a split file that is missing or lacks a required column."""
-    release_file = _release_file(task)
+    spec = _data_task(task)
     for split in splits:
-        release_file(os.path.join(input_dir, split.file_name), input_dir).check_header()
+        _release_file(spec, split)(os.path.join(input_dir, split.file_name), input_dir).check_header()
 
 
-def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
+def build_pipeline(root, task: AnyTask, input_dir: str, output_dir: str,
                    config: ConversionConfig, splits: Sequence[Split],
                    progress_key: Optional[str] = None) -> None:
     """Adds every split's read -> annotate -> convert -> write chain to `root`; with `progress_key`
     (a `progress.Progress.key`), each interaction read is reported to that progress."""
+    spec = _data_task(task)
     for split in splits:
         paths = task_files.split_paths(output_dir, split.name)
         split_config = config.for_split(split.is_training)  # drop_rows_to_fit None: dev and test only.
         source = os.path.join(input_dir, split.file_name)
         read = root | f"{split.name}/Read" >> classifier_data.ReadReleaseFile(
-            source, input_dir, _release_file(task, split))
+            source, input_dir, _release_file(spec, split))
         interactions = read.interactions
         if progress_key is not None:
             interactions = interactions | f"{split.name}/Progress" >> progress.CountItems(
@@ -105,46 +110,90 @@ def build_pipeline(root, task: Task, input_dir: str, output_dir: str,
              paths["failures"], shard_name_template="", header="\t".join(classifier_data.FAILURE_COLUMNS)))
 
 
-def run_create_data(task: Task, input_dir: str, output_dir: str, config: ConversionConfig,
+def run_create_data(task: AnyTask, input_dir: str, output_dir: str, config: ConversionConfig,
                     pipeline_args: Optional[Sequence[str]] = None,
                     train_file_name: Optional[str] = None,
                     progress_settings: Optional[progress.ProgressSettings] = None) -> dict:
     """Runs the job and writes `conversion_report.json`; returns the report.
+
+    `task`: a registered task's name, its `Task` or its `TaskSpec` (`tapas_tf.task_registry`).
 
     `config.drop_rows_to_fit` None drops rows to fit in the evaluation splits (dev, test) only,
     so that every evaluation question is converted; True or False holds for every split.
     `train_file_name` replaces the task's train split file (WTQ's `training.tsv`).
     `progress_settings`: show the questions and interactions done while the job runs (when its
     steps run in this process; see `tapas_tf.pipelines.progress`); None shows nothing."""
-    splits = task_files.available_splits(task, input_dir, train_file_name)
-    check_inputs(task, input_dir, splits)
+    spec = _data_task(task)
+    splits = task_files.available_splits(spec.name, spec.splits, input_dir, train_file_name)
+    check_inputs(spec, input_dir, splits)
     options = PipelineOptions(list(pipeline_args or []))
     ensure_writable_dir(output_dir, "--output_dir")
     meter = progress.for_pipeline(progress_settings, options, "create_data", classifier_data.PROGRESS_UNITS)
     pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
-    build_pipeline(pipeline, task, input_dir, output_dir, config, splits,
+    build_pipeline(pipeline, spec, input_dir, output_dir, config, splits,
                    progress_key=meter.key if meter else None)
     with meter or contextlib.nullcontext():
         result = pipeline.run()
         result.wait_until_finish()
-    report = {"task": task.value, "input_dir": input_dir, "config": config.__dict__,
+    report = {"task": spec.name, "input_dir": input_dir, "config": config.__dict__,
               **reports.collect_report(result, splits, output_dir, config)}
     with open(os.path.join(output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report
 
 
+def _rows_dropped_summary(split: dict) -> str:
+    """How the split treated tables that do not fit, from its report entry."""
+    drop = split["drop_rows_to_fit"]
+    if drop["by_default"]:
+        why = "the default for evaluation splits" if drop["enabled"] else "the default for training splits"
+    else:
+        why = "--drop_rows_to_fit" if drop["enabled"] else "--nodrop_rows_to_fit"
+    if drop["enabled"]:
+        questions = drop["questions"]
+        return f"rows dropped to fit in {questions} question{'' if questions == 1 else 's'} ({why})"
+    return f"rows not dropped to fit ({why}; questions that do not fit are dropped)"
+
+
+def report_lines(report: dict) -> List[str]:
+    """One line per split of a report: what was converted, skipped and dropped, and whether it adds up."""
+    lines = []
+    for name, split in report["splits"].items():
+        lines.append(
+            f"{name}: {split['examples_written']} of {split['questions_read']} questions converted, "
+            f"{sum(split['lines']['skipped'].values())} of {split['lines_read']} lines unreadable; skipped "
+            f"{json.dumps(split['lines']['skipped'] | split['skipped'])}; "
+            f"dropped {json.dumps(split['dropped'])}; "
+            f"{_rows_dropped_summary(split)}"
+            + ("" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)"))
+    return lines
+
+
+def _load_task_modules(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Imports the --task_module modules before the flags are parsed, so that --task knows their tasks."""
+    for name in task_module_arguments(["", *argv]):
+        try:
+            load_task_module(name)
+        except TaskModuleError as e:
+            parser.error(f"--task_module={name}: {e}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
+    argv: List[str] = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", required=True, choices=[t.value for t in Task])
+    _load_task_modules(parser, argv)
+    parser.add_argument("--task", required=True, choices=task_names())
+    parser.add_argument("--task_module", action="append", default=[],
+                        help="A module (a .py file or a module name) that registers tasks of your own.")
     parser.add_argument("--input_dir", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--vocab_file", default=None, help="WordPiece vocabulary with [EMPTY]")
-    parser.add_argument("--max_seq_length", type=int, default=512)
-    parser.add_argument("--max_column_id", type=int, default=32)
-    parser.add_argument("--max_row_id", type=int, default=64)
-    parser.add_argument("--cell_trim_length", type=int, default=-1)
-    parser.add_argument("--strip_column_names", action="store_true")
+    # Conversion options: None takes the task's (`task_registry.conversion_config`).
+    parser.add_argument("--max_seq_length", type=int, default=None, help="default: the task's (512)")
+    parser.add_argument("--max_column_id", type=int, default=None, help="default: the task's, else 32")
+    parser.add_argument("--max_row_id", type=int, default=None, help="default: the task's, else 64")
+    parser.add_argument("--cell_trim_length", type=int, default=None, help="default: the task's, else -1")
+    parser.add_argument("--strip_column_names", action="store_true", default=None)
     parser.add_argument("--drop_rows_to_fit", action="store_true", default=None,
                         help="Drop trailing rows of tables that do not fit, in every split; default: in dev "
                              "and test only (every evaluation question is converted).")
@@ -160,14 +209,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except beam_options.PipelineArgsError as e:
         parser.error(str(e))  # One line and exit 2, as for our own flags.
     log_to_stderr(args.verbosity)
-    from tapas_tf.features.vocab import resolve_vocab_file
-
-    config = ConversionConfig(
-        vocab_file=resolve_vocab_file(args.vocab_file), max_seq_length=args.max_seq_length,
-        max_column_id=args.max_column_id, max_row_id=args.max_row_id,
-        cell_trim_length=args.cell_trim_length, strip_column_names=args.strip_column_names,
-        drop_rows_to_fit=args.drop_rows_to_fit)
-    report = run_create_data(Task(args.task), args.input_dir, args.output_dir, config, pipeline_args,
+    config = conversion_config(
+        args.task, args.vocab_file, max_seq_length=args.max_seq_length, max_column_id=args.max_column_id,
+        max_row_id=args.max_row_id, cell_trim_length=args.cell_trim_length,
+        strip_column_names=args.strip_column_names, drop_rows_to_fit=args.drop_rows_to_fit)
+    report = run_create_data(args.task, args.input_dir, args.output_dir, config, pipeline_args,
                              train_file_name=args.train_release_file,
                              progress_settings=progress.ProgressSettings() if args.progress_bar else None)
     print(json.dumps(report["splits"], indent=2))

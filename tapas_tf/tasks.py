@@ -1,8 +1,13 @@
-"""Tasks and their presets: data splits, conversion defaults and the paper's hyper-parameters."""
+"""Tasks and their presets: data splits, conversion defaults and the paper's hyper-parameters.
+
+`Task` names the paper's tasks and `PRESETS` holds their hyper-parameters. What else a task is
+(its reader, evaluation and modes) is registered once in `tapas_tf.task_registry`, which is also
+where a task of your own gets its `TaskPreset` (docs/ADDING_A_TASK.md).
+"""
 
 import dataclasses
 import enum
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 
 class Task(enum.Enum):
@@ -53,6 +58,8 @@ class TaskPreset:
     # expected count that the answer loss trains) rounded, instead of the cells above 0.5. On for
     # WTQ, where COUNT is learned from answers only and the threshold often counts no cell.
     expected_count: bool = False
+    # PRETRAIN: the masked-LM model on masked-LM examples; every other preset trains question answering.
+    masked_lm: bool = False
 
 
 _SQA_SPLITS = (
@@ -99,5 +106,15 @@ PRESETS = {
         fallback_to_best_cell=True, expected_count=True),
     Task.PRETRAIN: TaskPreset(
         splits=(), train_steps=1_000_000, learning_rate=5e-5, warmup_ratio=0.01,
-        train_batch_size=512, max_seq_length=128),
+        train_batch_size=512, max_seq_length=128, masked_lm=True),
 }
+
+
+def preset_of(task: Union[Task, TaskPreset]) -> TaskPreset:
+    """The preset of a task: `PRESETS[task]` for a `Task`; a registered task's own preset as it is."""
+    return task if isinstance(task, TaskPreset) else PRESETS[task]
+
+
+def task_label(task: Union[Task, TaskPreset]) -> str:
+    """How messages name a task: "SQA" for a `Task`, "this task" for a preset of its own."""
+    return task.value if isinstance(task, Task) else "this task"

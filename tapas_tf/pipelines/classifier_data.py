@@ -15,15 +15,16 @@ output. No single input stops the job: an unexpected exception on one element is
 
 import copy
 import logging
-from typing import Callable, Dict, Iterator, NamedTuple, Type, Union
+from typing import Callable, Dict, Iterator, NamedTuple
 
 import apache_beam as beam
 from apache_beam import pvalue
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.readers import sqa, wikisql, wtq
+from tapas_tf.data.readers import sqa
 from tapas_tf.data.readers.common import ReaderError
+from tapas_tf.data.readers.release_reader import ReleaseReader
 from tapas_tf.features.classifier_examples import ExampleConverter
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError
 
@@ -32,8 +33,9 @@ FAILED = "failed"
 UNEXPECTED = "unexpected_error"
 FAILURE_COLUMNS = ("file", "lines", "question_id", "reason", "message")
 
-# A reader class, or a function of (path, input_dir) returning a reader (WikiSQL's).
-ReleaseFile = Union[Type[sqa.SqaFile], Type[wtq.WtqFile], Callable[[str, str], wikisql.WikiSqlFile]]
+# (path, input_dir) -> a reader: a task's opener (`TaskSpec.reader`) with the split's is_training
+# bound, or a reader class such as `sqa.SqaFile`.
+ReleaseFile = Callable[[str, str], ReleaseReader]
 
 
 class Failure(NamedTuple):
@@ -95,7 +97,7 @@ class ReadReleaseFile(beam.PTransform):
     Args:
       tsv_path: the file.
       input_dir: the release folder that table paths are relative to.
-      release_file: the reader class of the release's format (`sqa.SqaFile`, `wtq.WtqFile`).
+      release_file: opens the file's reader (`ReleaseFile`; `tapas_tf.data.readers.release_reader`).
 
     Output: a DoOutputsTuple with the main output `interactions` and `failed`.
     """

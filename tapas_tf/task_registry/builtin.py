@@ -1,0 +1,50 @@
+"""The paper's tasks: SQA, WikiTableQuestions, WikiSQL (answers only, or with the gold SQL's
+operator) and masked-LM pre-training.
+
+The readers load when a split is opened: WTQ's answer matching imports SciPy (seconds), which
+`--help` and the modes that read no release need not wait for.
+"""
+
+from tapas_tf.data.readers.release_reader import ReleaseReader
+from tapas_tf.task_registry.registry import TaskSpec, register
+from tapas_tf.tasks import PRESETS, Task
+
+
+def open_sqa(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
+    from tapas_tf.data.readers import sqa
+
+    del is_training  # SQA's answers are cells already.
+    return sqa.SqaFile(path, input_dir)
+
+
+def open_wtq(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
+    """Answers are texts: cells come from weak supervision (`data.answer_matching`), which drops
+    unusable training questions by reason and keeps every evaluation question."""
+    from tapas_tf.data.readers import wtq
+
+    return wtq.WtqFile(path, input_dir, supervision="train" if is_training else "eval")
+
+
+def open_wikisql(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
+    """The answer is the gold SQL's result: its cells; the operator is learned."""
+    from tapas_tf.data.readers import wikisql
+
+    del is_training
+    return wikisql.release_file(path, input_dir, supervised=False)
+
+
+def open_wikisql_supervised(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
+    """The gold SQL's cells and its operator."""
+    from tapas_tf.data.readers import wikisql
+
+    del is_training
+    return wikisql.release_file(path, input_dir, supervised=True)
+
+
+register(TaskSpec(Task.SQA.value, PRESETS[Task.SQA], reader=open_sqa, evaluation="sqa"))
+register(TaskSpec(Task.WTQ.value, PRESETS[Task.WTQ], reader=open_wtq, evaluation="denotation"))
+register(TaskSpec(Task.WIKISQL.value, PRESETS[Task.WIKISQL], reader=open_wikisql, evaluation="denotation"))
+register(TaskSpec(Task.WIKISQL_SUPERVISED.value, PRESETS[Task.WIKISQL_SUPERVISED],
+                  reader=open_wikisql_supervised, evaluation="denotation"))
+# Trains on the masked-LM data of beam_jobs/create_pretrain_data.py; evaluate: masked-LM accuracy.
+register(TaskSpec(Task.PRETRAIN.value, PRESETS[Task.PRETRAIN]))
