@@ -42,7 +42,7 @@ def _metrics(model_dir: str, run: str) -> Dict[str, Any]:
 
 def main(argv: List[str]) -> None:
     del argv
-    from tapas_tf.checkpoints import compact
+    from tapas_tf.checkpoints import compact, model_dir
     from tapas_tf.checkpoints.bundled import BUNDLED_DIR
     from tapas_tf.features.vocab import resolve_vocab_file
 
@@ -62,8 +62,8 @@ def main(argv: List[str]) -> None:
     print(json.dumps({"out_dir": out_dir, "files": sizes, "weights_bytes": info["weights_bytes"],
                       "max_abs_rounding_error": info["max_abs_rounding_error"]}, indent=2))
     bundled = os.path.dirname(out_dir)
-    total = sum(os.path.getsize(compact.weights_path(os.path.join(bundled, name))) for name in os.listdir(bundled)
-                if compact.has_compact_weights(os.path.join(bundled, name)))
+    total = sum(os.path.getsize(model_dir.compact_weights_path(os.path.join(bundled, name)))
+                for name in os.listdir(bundled) if model_dir.has_compact_weights(os.path.join(bundled, name)))
     if total > MAX_BYTES:
         raise SystemExit(f"{bundled}: bundled weights of {total:,} bytes exceed {MAX_BYTES:,}")
 

@@ -6,17 +6,22 @@
 
 Every module of `tapas_tf` (with `tapas_tf.models` and `tapas_tf.beam_jobs`, which packaging maps
 from the repository's top-level folders) is imported, and its import statements, including
-those inside functions, are checked against `ALLOWED`. An arrow that runs back up fails here.
+those inside functions, are checked against `ALLOWED`. An arrow that runs back up fails here, and
+so do modules that import each other, directly or round a loop (inside functions too): files of one
+folder, where `ALLOWED` says nothing, and of two folders or rooms.
 """
 
 import ast
 import importlib
+import importlib.util
 import os
 import pkgutil
 import shutil
 import subprocess
 import sys
+import types
 import zipfile
+from typing import Collection, Dict, List, Mapping, Set
 
 import pytest
 
@@ -35,16 +40,17 @@ ALLOWED = {
     "training": {"features", "models", "checkpoints", "tasks"},
     "inference": {"data", "features", "models", "checkpoints", "tasks"},
     "tasks": set(),
+    "task_registry": {"data", "features", "tasks"},  # Each task once: reader, preset, evaluation, modes.
     "cli": set(),
-    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "cli"},
+    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "task_registry", "cli"},
     # On top: the installed command and the task command line import every room and the root
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
-                 "inference", "tasks", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
+                 "inference", "tasks", "task_registry", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
                  "init_from_bert", "sample_data", "model_flags"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
-               "beam_jobs", "commands"}
+               "beam_jobs", "commands", "task_registry"}
 # Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
 # no imports of ours, so the data jobs may use it too), and thin command lines.
 SHARED_ROOT_MODULES = {"tasks", "cli"}
@@ -134,6 +140,116 @@ def test_the_checker_rejects_an_arrow_back_up():
     assert _allowed("tapas_tf.models.embeddings", "tapas_tf.features.example_features")
     assert _allowed("tapas_tf.inference.sequential", "tapas_tf.features.classifier_examples")
 
+
+def test_the_checker_sees_an_arrow_back_up_inside_a_function(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from tapas_tf.inference import decoding\n    return decoding\n")
+    module = types.SimpleNamespace(__name__="tapas_tf.data.planted", __file__=str(planted))
+    imported = _imported_tapas_modules(module)
+    assert imported == {"tapas_tf.inference", "tapas_tf.inference.decoding"}
+    assert not any(_allowed(module.__name__, name) for name in imported)
+
+
+# --- no circles: not between the files of one folder, nor of two ------------------------------
+
+
+def _file_imports(path: str, known: Collection[str]) -> Set[str]:
+    """The modules of `known` that the source at `path` imports anywhere (inside functions too).
+
+    `from P import x` imports the module P.x when there is one, else P: importing a submodule is
+    not counted as depending on its package's `__init__`.
+    """
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in known else node.module)
+    return found & set(known)
+
+
+def import_graph(files: Mapping[str, str]) -> Dict[str, Set[str]]:
+    """{module: the other modules of `files` that it imports} for `files`, {module name: path}."""
+    return {name: _file_imports(path, files) - {name} for name, path in files.items()}
+
+
+def circles(graph: Mapping[str, Set[str]]) -> List[List[str]]:
+    """The groups of modules that import each other, directly or round a loop (the strongly
+    connected components of more than one module, Tarjan's algorithm), each sorted, in order."""
+    index: Dict[str, int] = {}
+    lowest: Dict[str, int] = {}
+    stack: List[str] = []
+    found = []
+
+    def visit(name: str) -> None:
+        index[name] = lowest[name] = len(index)
+        stack.append(name)
+        for other in sorted(graph.get(name, ())):
+            if other not in index:
+                visit(other)
+                lowest[name] = min(lowest[name], lowest[other])
+            elif other in stack:
+                lowest[name] = min(lowest[name], index[other])
+        if lowest[name] == index[name]:
+            group = []
+            while not group or group[-1] != name:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return sorted(found)
+
+
+def assert_no_circles(files: Mapping[str, str]) -> None:
+    graph = import_graph(files)
+    found = circles(graph)
+    described = ["; ".join(f"{name} -> {', '.join(sorted(graph[name] & set(group)))}" for name in group)
+                 for group in found]
+    assert not found, f"modules import each other: {' | '.join(described)}"
+
+
+def test_no_modules_import_each_other():
+    files = {name: importlib.util.find_spec(name).origin for name in MODULES}
+    assert_no_circles(files)
+
+
+def test_the_circle_checker_fails_on_planted_circles(tmp_path):
+    sources = {
+        "__init__.py": "",
+        "a.py": "from planted import b\n",
+        "b.py": "def lazy():\n    from planted import a\n    return a\n",  # In a function: a circle.
+        "c.py": "import planted.a\n",  # Imports into the circle; not part of it.
+        "x.py": "import planted.y\n",
+        "y.py": "from planted.z import VALUE\n",
+        "z.py": "VALUE = 1\n\ndef later():\n    import planted.x\n",
+        "deep/__init__.py": "",
+        "deep/d.py": "import planted.c\n",  # Another folder, and no way back: no circle.
+        "deep/e.py": "from planted import f\n",
+        "f.py": "def later():\n    from planted.deep import e\n",  # A circle across two folders.
+    }
+    for relative, source in sources.items():
+        (tmp_path / "planted" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "planted" / relative).write_text(source)
+    files = {"planted." + relative[:-len(".py")].replace("/", "."): str(tmp_path / "planted" / relative)
+             for relative in sources if not relative.endswith("__init__.py")}
+    files["planted"] = str(tmp_path / "planted" / "__init__.py")
+    files["planted.deep"] = str(tmp_path / "planted" / "deep" / "__init__.py")
+    graph = import_graph(files)
+    assert graph["planted.b"] == {"planted.a"} and graph["planted.deep.d"] == {"planted.c"}
+    assert circles(graph) == [["planted.a", "planted.b"], ["planted.deep.e", "planted.f"],
+                              ["planted.x", "planted.y", "planted.z"]]
+    with pytest.raises(AssertionError, match="planted.a -> planted.b; planted.b -> planted.a"):
+        assert_no_circles(files)
+    for name in ("b.py", "f.py", "z.py"):
+        (tmp_path / "planted" / name).write_text("VALUE = 2\n")
+    assert_no_circles(files)
 
 def test_package_root_holds_only_the_api_presets_and_thin_command_lines():
     package_dir = os.path.dirname(tapas_tf.__file__)

@@ -16,9 +16,9 @@ BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled"
 
 def bundled_model_dir() -> str:
     """The directory of the bundled model; FileNotFoundError if this installation lacks it."""
-    from tapas_tf.checkpoints import compact
+    from tapas_tf.checkpoints import model_dir
 
-    if not compact.has_compact_weights(BUNDLED_DIR):
+    if not model_dir.has_compact_weights(BUNDLED_DIR):
         raise FileNotFoundError(f"no bundled model in {BUNDLED_DIR} (an installation without package data?); "
                                 "pass a model directory instead")
     return BUNDLED_DIR

@@ -16,35 +16,26 @@ stored as int8 with one float32 scale per slice (`NAME` and `NAME@scale`, symmet
 largest magnitude / 127), and vectors (biases, layer norms) stay float16. Embedding tables get a
 scale per row, because a row is what a lookup reads; other matrices one per output column (the last
 axis). This is weight-only quantisation: the weights are multiplied back to float32 when loaded.
+
+This module only writes the layout; `model_dir` reads it, as it reads checkpoints
+(`model_dir.load_model`, `model_dir.restore_compact_weights`, `model_dir.compact_source_step`).
 """
 
 import json
 import os
-import zipfile
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 
-WEIGHTS_FILE = "weights_float16.npz"
-INT8_WEIGHTS_FILE = "weights_int8.npz"
-WEIGHTS_FILES = {"float16": WEIGHTS_FILE, "int8": INT8_WEIGHTS_FILE}
-INFO_FILE = "compact.json"
-SCALE_SUFFIX = "@scale"
+# The layout's names are the model directory's, which reads it.
+WEIGHTS_FILES = model_dir_lib.COMPACT_WEIGHTS_FILES
+WEIGHTS_FILE = WEIGHTS_FILES["float16"]
+INT8_WEIGHTS_FILE = WEIGHTS_FILES["int8"]
+INFO_FILE = model_dir_lib.COMPACT_INFO_FILE
+SCALE_SUFFIX = model_dir_lib.SCALE_SUFFIX
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
-
-
-def weights_path(model_dir: str) -> Optional[str]:
-    """The compact weights file of `model_dir` (float16 or int8), or None."""
-    for name in WEIGHTS_FILES.values():
-        if os.path.exists(os.path.join(model_dir, name)):
-            return os.path.join(model_dir, name)
-    return None
-
-
-def has_compact_weights(model_dir: str) -> bool:
-    return weights_path(model_dir) is not None
 
 
 def to_float16(name: str, value: np.ndarray) -> np.ndarray:
@@ -84,13 +75,6 @@ def _compress(name: str, value: np.ndarray, weights: str) -> Dict[str, np.ndarra
     return {name: to_float16(name, value)}
 
 
-def _decompress(stored: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-    """One variable back in float32 from the arrays `_compress` stored."""
-    value = stored[name].astype(np.float32)
-    scale = stored.get(name + SCALE_SUFFIX)
-    return value if scale is None else value * scale
-
-
 def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[str] = None,
                             notes: Optional[Mapping[str, Any]] = None, weights: str = "float16") -> Dict[str, Any]:
     """Writes the question-answering model of `model_dir` (newest checkpoint, or `checkpoint`)
@@ -113,64 +97,16 @@ def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[s
         arrays = _compress(name, value, weights)
         stored.update(arrays)
         parameters += value.size
-        worst = max(worst, float(np.max(np.abs(_decompress(arrays, name) - value), initial=0.0)))
+        worst = max(worst, float(np.max(np.abs(model_dir_lib.decompress(arrays, name) - value), initial=0.0)))
     os.makedirs(out_dir, exist_ok=True)
     model_dir_lib.save_config(out_dir, model_dir_lib.load_config(model_dir))
     path = os.path.join(out_dir, WEIGHTS_FILES[weights])
     np.savez_compressed(path, **stored)
     info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
-            "source_step": _checkpoint_step(checkpoint) if checkpoint else 0,
+            "source_step": model_dir_lib.checkpoint_step(checkpoint) if checkpoint else 0,
             "weights": weights, "variables": len(model.weight_map()), "parameters": int(parameters),
             "max_abs_rounding_error": worst, "weights_bytes": os.path.getsize(path),
             "notes": dict(notes or {})}
     with open(os.path.join(out_dir, INFO_FILE), "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info
-
-
-def source_step(model_dir: str) -> int:
-    """The training step of the checkpoint a compact directory was made from (0 if unknown)."""
-    try:
-        with open(os.path.join(model_dir, INFO_FILE), encoding="utf-8") as f:
-            return int(json.load(f).get("source_step") or 0)
-    except (OSError, ValueError, TypeError):
-        return 0
-
-
-def _checkpoint_step(checkpoint: str) -> int:
-    """The `step` variable a training checkpoint saves, else the `-N` of its prefix, else 0."""
-    import re
-
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(checkpoint)
-    if reader.has_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"):
-        return int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
-    found = re.search(r"-(\d+)$", checkpoint)
-    return int(found.group(1)) if found else 0
-
-
-def restore_compact_weights(model, model_dir: str) -> None:
-    """Sets every variable of a built TapasForQuestionAnswering from `model_dir`'s compact weights
-    (float16, or int8 with scales).
-
-    Raises:
-      ValueError: the file is damaged, or its names or shapes are not the model's (names the file
-        and the first differences).
-    """
-    path = weights_path(model_dir) or os.path.join(model_dir, WEIGHTS_FILE)
-    targets = model.weight_map()
-    try:
-        with np.load(path) as file:
-            stored = {name: file[name] for name in file.files}
-        weights = {name: _decompress(stored, name) for name in stored if not name.endswith(SCALE_SUFFIX)}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise ValueError(f"{path}: not a readable weights file ({e})") from e
-    missing, unexpected = sorted(set(targets) - set(weights)), sorted(set(weights) - set(targets))
-    if missing or unexpected:
-        raise ValueError(f"{path} does not fit the model of {model_dir_lib.config_path(model_dir)}: "
-                         f"missing {missing[:3]}, unexpected {unexpected[:3]}")
-    for name, variable in targets.items():
-        if tuple(weights[name].shape) != tuple(variable.shape):
-            raise ValueError(f"{path}: {name} has shape {weights[name].shape}, the model {tuple(variable.shape)}")
-        variable.assign(weights[name].astype(variable.dtype.as_numpy_dtype))

@@ -21,7 +21,6 @@ import collections
 import dataclasses
 import logging
 import os
-import re
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -30,7 +29,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from tapas_tf.checkpoints import compact, model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.checkpoints.model_dir import checkpoint_step  # noqa: E402,F401 (predict's public name)
 from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.features.classifier_examples import ConvertedExample, ExampleConverter  # noqa: E402
@@ -45,8 +45,6 @@ MODEL_OUTPUTS = ("probabilities", "aggregation_logits")
 # The SQA metrics written to TensorBoard.
 SCALAR_METRICS = ("ALL", "SEQ", "Q1", "Q2", "Q3", "Q4+", "denotation_accuracy")
 PREDICTIONS_DIR = "predictions"
-# Where a training checkpoint keeps its step (tf.train.Checkpoint(step=...)).
-_STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
 
 # <[batch_size, seq_len]> features in, <[batch_size, ...]> MODEL_OUTPUTS out.
 ModelFn = Callable[[Dict[str, np.ndarray]], Mapping[str, np.ndarray]]
@@ -266,15 +264,6 @@ def evaluate_denotations(interactions: Sequence[interaction_pb2.Interaction], ru
 EVALUATIONS = {"sqa": evaluate_sqa, "denotation": evaluate_denotations}
 
 
-def checkpoint_step(checkpoint: str) -> int:
-    """The training step of a checkpoint: its `step` variable, else the `-N` of its prefix, else 0."""
-    reader = tf.train.load_checkpoint(checkpoint)
-    if reader.has_tensor(_STEP_KEY):
-        return int(reader.get_tensor(_STEP_KEY))
-    match = re.search(r"-(\d+)$", checkpoint)
-    return int(match.group(1)) if match else 0
-
-
 def write_metric_summaries(log_dir: str, metrics: Mapping[str, object], step: int) -> None:
     """Writes the SCALAR_METRICS that have a value as TensorBoard scalars at `step`."""
     writer = tf.summary.create_file_writer(log_dir)
@@ -367,15 +356,12 @@ def predict_model_dir(
     if evaluation not in EVALUATIONS:
         raise ValueError(f"evaluation must be one of {sorted(EVALUATIONS)}, got {evaluation!r}")
     output_dir = output_dir or model_dir
-    checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
-    if checkpoint is None and not compact.has_compact_weights(model_dir):
-        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/ "
-                                f"and no {' or '.join(compact.WEIGHTS_FILES.values())}")
+    checkpoint = model_dir_lib.resolve_weights(model_dir, checkpoint)  # None: the compact weights.
     conversion_config = dataclasses.replace(conversion_config, fail_on_dropped_answers=False)
     converter = ExampleConverter(conversion_config)
     _check_compatible(model_dir_lib.load_config(model_dir), conversion_config, converter.tokenizer.vocab_size)
     model = model_dir_lib.load_model(model_dir, checkpoint)
-    step = checkpoint_step(checkpoint) if checkpoint else compact.source_step(model_dir)
+    step = model_dir_lib.weights_step(model_dir, checkpoint)
     interactions = list(read_interactions(interactions_file))
     if not any(interaction.questions for interaction in interactions):
         raise ValueError(f"{interactions_file}: no questions to predict")

@@ -50,13 +50,12 @@ from tapas_tf.inference.ask_encoding import (
     TableEncoder,
 )
 from tapas_tf.inference.ask_results import AskResult, decode_answer
+from tapas_tf.inference.backends import BACKENDS, PRECISIONS
 from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.inference.question_hints import no_aggregation_head_note
 from tapas_tf.inference.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
-PRECISIONS = ("float32", "bfloat16")
-BACKENDS = ("auto", "lite", "tensorflow")
 
 
 class TableQA:

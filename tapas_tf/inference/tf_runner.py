@@ -21,8 +21,8 @@ import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
-from tapas_tf.inference.table_qa import PRECISIONS  # noqa: E402
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tapas_tf.inference.backends import PRECISIONS  # noqa: E402
+from tapas_tf.models.qa_model import TapasForQuestionAnswering  # noqa: E402
 
 # What answering needs from the model.
 OUTPUTS = ("probabilities", "aggregation_logits")
@@ -33,13 +33,11 @@ _BF16_REWRITE = "auto_mixed_precision_onednn_bfloat16"
 
 
 def load_inference_model(model_dir: str, checkpoint: Optional[str], config) -> TapasForQuestionAnswering:
-    """The model with the heads' row and column segments raised to what the embeddings address."""
+    """`model_dir.load_model` with the heads' row and column segments raised to what the
+    embeddings address."""
     config = dataclasses.replace(config, max_num_rows=max(config.max_num_rows, MAX_SEGMENTS),
                                  max_num_columns=max(config.max_num_columns, MAX_SEGMENTS))
-    model = TapasForQuestionAnswering(config)
-    model(dummy_features(1, 8), training=False)  # Creates the variables.
-    model_dir_lib.restore_weights(model, model_dir, checkpoint)
-    return model
+    return model_dir_lib.load_model(model_dir, checkpoint, config=config)
 
 
 class TensorFlowRunner:

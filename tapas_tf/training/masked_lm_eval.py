@@ -48,7 +48,6 @@ from tapas_tf.features import (
     example_features,  # noqa: E402
     vocab as vocab_lib,  # noqa: E402
 )
-from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
 from tapas_tf.training import input_pipeline  # noqa: E402
 
 EVAL_DIR = "eval_pretrain"
@@ -173,15 +172,8 @@ def load_masked_lm(model_dir: str, checkpoint: Optional[str] = None):
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
-    model = TapasForMaskedLM(config)
-    features = {name: tf.zeros([1, 8], tf.int32) for name in example_features.MODEL_INPUT_FEATURES}
-    features["masked_lm_positions"] = tf.zeros([1, 1], tf.int32)
-    model(features, training=False)  # Creates the variables.
-    step = tf.Variable(0, dtype=tf.int64)
-    with model_dir_lib.reading_checkpoint(checkpoint, "restore its files or pass another --checkpoint"):
-        status = tf.train.Checkpoint(model=model, step=step).restore(checkpoint)
-    status.expect_partial().assert_existing_objects_matched()  # The optimizer's slots are not read.
-    return model, checkpoint, int(step.numpy())
+    model = model_dir_lib.load_model(model_dir, checkpoint, config, kind=model_dir_lib.MASKED_LM)
+    return model, checkpoint, model_dir_lib.checkpoint_step(checkpoint)
 
 
 def evaluate_model_dir(model_dir: str, eval_file: str, max_seq_length: int, max_predictions_per_seq: int,

@@ -11,41 +11,23 @@ when the newest named checkpoint has lost its .index (a run then starts over fro
 its own checkpoints), and a named checkpoint whose files were cut short (a disk filled, a copy
 interrupted, a file system without atomic renames) stops the run. `restore_newest` tries the
 named checkpoints newest first, then any other ckpt-N on disk, and restores the first that reads
-completely, with a warning for each one skipped.
+completely, with a warning for each one skipped. The order of the candidates is the model
+directory's (`model_dir.checkpoint_candidates`), which predict and export take their newest
+complete checkpoint from too (`model_dir.latest_checkpoint`).
 """
 
 import logging
 import os
-import re
 from typing import List, Optional
 
 import tensorflow as tf
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
+from tapas_tf.checkpoints.model_dir import named_checkpoints  # noqa: F401 (resuming's name for it)
 
-# CheckpointManager's names: PREFIX-N.index and .data-*, PREFIX-N_temp/ while saving, and the
-# state file's temporary copies.
-_NUMBERED = re.compile(r"-(\d+)$")
+# What CheckpointManager saves cut short leave: PREFIX-N_temp/ directories and the state file's
+# temporary copies.
 _PARTIAL_SAVES = ("*_temp", "checkpoint.tmp*")
-
-
-def named_checkpoints(directory: str) -> List[str]:
-    """The checkpoint prefixes the state file of `directory` names, newest first ([] without one)."""
-    state = tf.train.get_checkpoint_state(directory)
-    if state is None:
-        return []
-    named = list(reversed(state.all_model_checkpoint_paths))
-    if state.model_checkpoint_path:
-        named.insert(0, state.model_checkpoint_path)
-    return list(dict.fromkeys(named))
-
-
-def unnamed_checkpoints(directory: str, named: List[str]) -> List[str]:
-    """Prefixes of the other `*-N.index` files in `directory`, highest N first."""
-    found = {path[:-len(".index")] for path in tf.io.gfile.glob(os.path.join(directory, "*.index"))}
-    numbered = [(int(m.group(1)), prefix) for prefix in found - set(named)
-                if (m := _NUMBERED.search(prefix))]
-    return [prefix for _, prefix in sorted(numbered, reverse=True)]
 
 
 def restore_newest(checkpoint: tf.train.Checkpoint, directory: str) -> Optional[str]:
@@ -64,13 +46,13 @@ def restore_newest(checkpoint: tf.train.Checkpoint, directory: str) -> Optional[
       CorruptCheckpointError: the state file names checkpoints and none of them (nor any other
         on disk) reads completely.
     """
-    named = named_checkpoints(directory)
-    candidates = named + unnamed_checkpoints(directory, named)
+    named = model_dir_lib.named_checkpoints(directory)
     failures = []
-    for prefix in candidates:
+    for prefix in model_dir_lib.checkpoint_candidates(directory):
         try:
-            if not tf.io.gfile.exists(prefix + ".index"):
-                raise model_dir_lib.CorruptCheckpointError(f"checkpoint {prefix}: its .index file is missing")
+            missing = model_dir_lib.missing_checkpoint_file(prefix)
+            if missing:
+                raise model_dir_lib.CorruptCheckpointError(f"checkpoint {prefix}: its file {missing} is missing")
             with model_dir_lib.reading_checkpoint(prefix):
                 checkpoint.restore(prefix).assert_existing_objects_matched()
         except model_dir_lib.CorruptCheckpointError as e:

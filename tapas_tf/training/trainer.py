@@ -49,8 +49,6 @@ from official.modeling.optimization.configs import optimization_config  # noqa: 
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
-from tapas_tf.models.pretrain_model import TapasForMaskedLM  # noqa: E402
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tapas_tf.training import distribution, input_pipeline, precision, recovery  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
 from tapas_tf.training.initialization import (  # noqa: E402,F401
@@ -120,23 +118,10 @@ def loss_terms(config: TrainConfig, model: Optional[tf_keras.Model] = None) -> D
     return WEAK_SUPERVISION_TERMS if getattr(model_config, "is_weakly_supervised", False) else LOSS_TERMS
 
 
-def masked_lm_dummy_features(batch_size: int = 1, seq_length: int = 8) -> Dict[str, tf.Tensor]:
-    """`dummy_features` with one masked position per example: builds a TapasForMaskedLM."""
-    features = dummy_features(batch_size, seq_length)
-    features["masked_lm_positions"] = tf.zeros([batch_size, 1], tf.int32)
-    return features
-
-
 def build_model(model_config: TapasConfig, config: TrainConfig) -> tf_keras.Model:
     """The model `config` trains, with its variables created: TapasForMaskedLM when pre-training,
-    else TapasForQuestionAnswering."""
-    if config.is_pretraining:
-        model = TapasForMaskedLM(model_config)
-        model(masked_lm_dummy_features(), training=False)
-    else:
-        model = TapasForQuestionAnswering(model_config)
-        model(dummy_features(1, 8), training=False)
-    return model
+    else TapasForQuestionAnswering (as `model_dir.build_model` builds every model)."""
+    return model_dir_lib.build_model(model_config, model_kind(config))
 
 
 def build_optimizer(config: TrainConfig) -> Tuple[tf_keras.optimizers.legacy.Optimizer, Callable]:
@@ -311,7 +296,7 @@ def _train_loop(train_step: Callable, iterator, loop: TrainProgress, manager: tf
         except distribution.lost_worker_errors() as e:
             if not multi_worker:
                 raise
-            named = recovery.named_checkpoints(model_dir_lib.checkpoint_dir(model_dir))
+            named = model_dir_lib.named_checkpoints(model_dir_lib.checkpoint_dir(model_dir))
             resume_from = named[0] if named else None
             raise distribution.worker_lost_error(e, loop.step + 1, strategy, resume_from) from e
         stop_agreed = values.pop(STOP_REQUESTS) > 0  # The same sum on every worker.

@@ -181,7 +181,7 @@ def test_sequential_prediction_runs_on_a_compact_directory(trained, tmp_path):  
     full = sequential.predict_model_dir(trained["model_dir"], trained["file"], "dev", config, evaluate=True,
                                         show_progress=False)
     small = sequential.predict_model_dir(out, trained["file"], "dev", config, evaluate=True, show_progress=False)
-    assert small.step == full.step == compact.source_step(out) > 0
+    assert small.step == full.step == model_dir_lib.compact_source_step(out) > 0
     assert [p.coordinates for p in small.run.predictions] == [p.coordinates for p in full.run.predictions]
     # Equal to the float32 checkpoint's, whatever the fit: how well the fixture learned its few
     # questions depends on the CPU's kernels, not on the compact format.
