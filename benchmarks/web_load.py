@@ -10,8 +10,10 @@ warmed up as the command does, and then:
    and in its own session (an example table), ask --questions questions in all (split evenly), all
    clients starting together. Each conversation restarts every --turns questions, so that answers
    (which carry the conversation so far) stay the same size; that question's time includes the
-   restart. Reported: questions per second over the wall time of the level, and the p50 / p99 / max
-   of the client-measured round trips.
+   restart. Reported: questions per second over the wall time of the level, the p50 / p99 / max
+   of the client-measured round trips, and the CPU time the server process (all its threads) and
+   this script's clients spent per question (from /proc; on a machine shared with other work the
+   CPU time per question is steadier than the throughput, which follows whatever CPU is left).
 2. A hostile upload: one client asks questions back to back while another uploads a CSV of one row
    and --wide_columns columns (about 0.85 MiB at 100,000). Reported: the upload's status, its round
    trip, and the slowest question that overlapped it (against the same client's median before it).
@@ -170,8 +172,19 @@ def quantile(values: List[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def load_level(port: int, clients: int, questions: int, turns: int) -> Dict:
-    """`questions` questions from `clients` concurrent clients: throughput and latency quantiles."""
+def cpu_seconds(pid: int) -> Optional[float]:
+    """User + system CPU seconds of process `pid` and all its threads so far; None without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime.
+
+
+def load_level(port: int, clients: int, questions: int, turns: int, server_pid: Optional[int] = None) -> Dict:
+    """`questions` questions from `clients` concurrent clients: throughput, latency quantiles, and
+    the CPU milliseconds per question of the server (`server_pid`) and of these clients."""
     pool = [Client(port, turns) for _ in range(clients)]
     for client in pool:  # Not timed: the first question of a session.
         client.ask()
@@ -196,17 +209,27 @@ def load_level(port: int, clients: int, questions: int, turns: int) -> Dict:
     threads = [threading.Thread(target=run, args=(c, s)) for c, s in zip(pool, shares)]
     for thread in threads:
         thread.start()
+    server_before, own_before = cpu_seconds(server_pid) if server_pid else None, _own_cpu()
     barrier.wait()
     start = time.perf_counter()
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
+    server_after, own_after = cpu_seconds(server_pid) if server_pid else None, _own_cpu()
     for client in pool:
         client.close()
+    per_question = 1000 / max(len(latencies), 1)
     return {"clients": clients, "questions": len(latencies), "errors": errors, "seconds": round(wall, 3),
             "per_second": round(len(latencies) / wall, 1),
             "p50_ms": round(1000 * statistics.median(latencies), 1),
-            "p99_ms": round(1000 * quantile(latencies, 0.99), 1), "max_ms": round(1000 * max(latencies), 1)}
+            "p99_ms": round(1000 * quantile(latencies, 0.99), 1), "max_ms": round(1000 * max(latencies), 1),
+            "server_cpu_ms": None if server_after is None else round((server_after - server_before) * per_question, 2),
+            "client_cpu_ms": round((own_after - own_before) * per_question, 2)}
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 # --- hostile input --------------------------------------------------------------------------------
@@ -315,19 +338,25 @@ def main(argv: List[str]) -> None:
     report: Dict = {"repo": os.path.abspath(args.repo), "machine": machine(),
                     "startup_seconds": round(startup, 1)}
     try:
-        report["levels"] = [load_level(port, int(c), args.questions, args.turns)
+        report["load_average"] = {"start": [round(x, 2) for x in os.getloadavg()]}
+        report["levels"] = [load_level(port, int(c), args.questions, args.turns, server.pid)
                             for c in args.clients.split(",")]
         if not args.load_only:
             report["wide_upload"] = wide_upload(port, args.wide_columns, args.wide_timeout)
             report["oversized"] = oversized(port, args.oversized_tries)
     finally:
+        report.setdefault("load_average", {})["end"] = [round(x, 2) for x in os.getloadavg()]
         report["exit_code"] = stop_server(server)
     print(f"{args.repo}: {machine_line(report['machine'])}; server start-up {startup:.1f} s")
-    print("| clients | questions | questions/s | p50 ms | p99 ms | max ms | errors |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"load average (1, 5, 15 min) at the start {report['load_average'].get('start')}, "
+          f"at the end {report['load_average']['end']}")
+    print("| clients | questions | questions/s | p50 ms | p99 ms | max ms | server CPU ms/question | "
+          "client CPU ms/question | errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for level in report["levels"]:
         print(f"| {level['clients']} | {level['questions']} | {level['per_second']} | {level['p50_ms']} | "
-              f"{level['p99_ms']} | {level['max_ms']} | {len(level['errors'])} |")
+              f"{level['p99_ms']} | {level['max_ms']} | {level['server_cpu_ms']} | {level['client_cpu_ms']} | "
+              f"{len(level['errors'])} |")
     if "wide_upload" in report:
         print_hostile(report)
     print(f"server exit code after SIGTERM: {report['exit_code']}")

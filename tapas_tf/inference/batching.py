@@ -13,6 +13,10 @@ any waiting; alone, a question waits at most the window.
 
 Only the worker runs the model, so TensorFlow's traced functions see one caller at a time. A batch
 that fails is answered again question by question, so that one bad question fails alone.
+
+A runner that gains nothing from batches (LiteRT answers one question per interpreter call, and
+`LiteRunner` runs several interpreters at once) is better called by each request thread itself:
+`DirectAnswers` does that behind the same two methods, with no hand-off to a worker and back.
 """
 
 import concurrent.futures
@@ -136,3 +140,39 @@ class QuestionBatcher:
             return
         for item, result in zip(batch, results):
             item.future.set_result(result)
+
+
+class DirectAnswers:
+    """Answers each question on the caller's thread, `answer_batch([encoded])`: QuestionBatcher's
+    interface for a runner that takes concurrent calls itself (`LiteRunner`), where gathering
+    questions into one call would only add two thread hand-offs per question."""
+
+    def __init__(self, answer_batch: AnswerBatch):
+        self._answer_batch = answer_batch
+        self._closed = False
+
+    @property
+    def pending(self) -> int:
+        return 0
+
+    def answer(self, encoded: EncodedQuestion) -> AskResult:
+        """The result of one question; raises what answering it raised.
+
+        Raises:
+          RuntimeError: closed (the server is stopping).
+        """
+        if self._closed:
+            raise RuntimeError("the server is shutting down; ask again once it is back")
+        return self._answer_batch([encoded])[0]
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Refuses new questions; those already asked finish on their own threads."""
+        self._closed = True
+
+
+def answerer_for(runner, answer_batch: AnswerBatch):
+    """`DirectAnswers` for a runner that takes concurrent calls (`concurrent_calls`, as
+    `LiteRunner`), else a `QuestionBatcher` (TensorFlow: one call for many questions)."""
+    if getattr(runner, "concurrent_calls", 0):
+        return DirectAnswers(answer_batch)
+    return QuestionBatcher(answer_batch)

@@ -20,17 +20,19 @@ every tensor, else the compact float16 weights); when the directory has moved on
 checkpoint, other weights) the copy is stale, and `read_current_lite_model` says so.
 """
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
 import importlib.util
 import json
 import os
+import queue
 import re
 import tempfile
 import threading
 import types
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -46,6 +48,7 @@ _CHECKPOINT_INDEX = "checkpoint"  # tf.train.CheckpointManager's text file namin
 _COMPACT_WEIGHTS = re.compile(r"weights_\w+\.npz")
 # The C++ runtime logs through stderr; the command lines' switch for TensorFlow's C++ lines hides it too.
 _NATIVE_LOG_ENV = "TF_CPP_MIN_LOG_LEVEL"
+_MAX_INTERPRETERS = 4
 
 
 class LiteModelError(ValueError):
@@ -219,29 +222,56 @@ def _native_stderr_hidden() -> Iterator[None]:
             os.close(saved)
 
 
-class LiteRunner:
-    """Runs a LiteRT copy on batches of one bucket length, one question at a time.
+def default_interpreters() -> int:
+    """One interpreter per core this process may use, at most 4 (each holds its own packed weights)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # Not on Linux.
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_INTERPRETERS))
 
-    Thread-safe: an interpreter runs one call at a time, so calls take turns.
+
+class LiteRunner:
+    """Runs a LiteRT copy on batches of one bucket length: a pool of single-threaded interpreters,
+    each answering one question at a time.
+
+    Interpreters rather than one interpreter's threads: an interpreter splits every operation of
+    one question over its threads and waits for the slowest, which cost about a third more CPU
+    time per question than one thread (2.5 against 3.4 ms for the bundled model at 224 tokens on
+    a busy 2-core machine); separate interpreters run separate questions with no waiting between
+    them. The interpreter releases the GIL while it runs, so they run in parallel.
+
+    Thread-safe: every call takes free interpreters (waiting while all are busy). A call with
+    several rows spreads them over the interpreters; calls from several threads (a server's
+    requests, `concurrent_calls` of them) run at once.
 
     Args:
       lite: the copy (`read_current_lite_model`).
-      num_threads: the interpreter's threads; default every core.
+      interpreters: how many; default `default_interpreters()`.
+      num_threads: threads of each interpreter.
     """
 
     backend = "LiteRT"
     jit_compile = False
     precision = "float32"
 
-    def __init__(self, lite: LiteModel, num_threads: Optional[int] = None):
+    def __init__(self, lite: LiteModel, interpreters: Optional[int] = None, num_threads: int = 1):
         from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
 
+        count = interpreters or default_interpreters()
+        if count < 1 or num_threads < 1:
+            raise ValueError(f"interpreters and num_threads must be at least 1, got {count} and {num_threads}")
         self.lite = lite
+        # LIFO: a lone caller keeps reusing the interpreter whose buffers are warm in the cache.
+        self._free: "queue.LifoQueue" = queue.LifoQueue()
         with _native_stderr_hidden():
-            self._interpreter = Interpreter(model_path=lite.path, num_threads=num_threads or os.cpu_count() or 1)
-            self._interpreter.allocate_tensors()  # Applies the XNNPACK delegate, which logs a line.
-            self._signature = self._interpreter.get_signature_runner()
-        self._lock = threading.Lock()
+            for _ in range(count):
+                interpreter = Interpreter(model_path=lite.path, num_threads=num_threads)
+                interpreter.allocate_tensors()  # Applies the XNNPACK delegate, which logs a line.
+                self._free.put(interpreter.get_signature_runner())
+        self.concurrent_calls = count
+        self._helpers: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._helpers_lock = threading.Lock()
 
     @property
     def has_aggregation_head(self) -> bool:
@@ -254,10 +284,34 @@ class LiteRunner:
           "probabilities" <float32>[len(rows), length] and, with an aggregation head,
           "aggregation_logits" <float32>[len(rows), num_agg].
         """
-        results = []
-        with self._lock:
+        parts = min(self.concurrent_calls, len(rows))
+        if parts <= 1:
+            results = self._run(length, rows)
+        else:  # Consecutive shares, one per interpreter; this thread runs the first.
+            bounds = np.linspace(0, len(rows), parts + 1).astype(int)
+            shares = [rows[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            futures = [self._helper_pool().submit(self._run, length, share) for share in shares[1:]]
+            results = self._run(length, shares[0])
+            for future in futures:
+                results += future.result()
+        return {key: np.concatenate([r[key] for r in results]) for key in self.lite.outputs}
+
+    def _run(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
+        """Each row's outputs, <float32>[1, ...], from one interpreter taken for the whole share."""
+        signature = self._free.get()
+        try:
+            results = []
             for row in rows:
                 inputs = {name: np.asarray(row[name], np.int32).reshape(1, length) for name in MODEL_INPUT_FEATURES}
-                outputs = self._signature(**inputs)
+                outputs = signature(**inputs)
                 results.append({key: np.asarray(outputs[key]) for key in self.lite.outputs})
-        return {key: np.concatenate([r[key] for r in results]) for key in self.lite.outputs}
+            return results
+        finally:
+            self._free.put(signature)
+
+    def _helper_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._helpers_lock:
+            if self._helpers is None:  # Only batched calls need it: a lone question starts no thread.
+                self._helpers = concurrent.futures.ThreadPoolExecutor(
+                    self.concurrent_calls - 1, thread_name_prefix="litert")
+            return self._helpers

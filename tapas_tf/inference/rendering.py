@@ -9,7 +9,7 @@ table.
 """
 
 import html
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import List, Optional, Sequence, Set
 
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.inference.ask_results import AskResult, format_number
@@ -69,18 +69,7 @@ td.pruned { color: #999; }
 """
 
 
-def _cell_attributes(coordinate: Tuple[int, int], selected: Set[Tuple[int, int]],
-                     probabilities: Dict[Tuple[int, int], float]) -> str:
-    attributes = []
-    if coordinate in selected:
-        attributes.append('class="selected"')
-    if coordinate in probabilities:
-        p = probabilities[coordinate]
-        attributes.append(f'title="p = {p:.3f}" data-probability="{p:.4f}"')
-    elif probabilities:  # The model saw other cells of this table, not this one: it was pruned.
-        attributes.append('class="pruned" title="not seen by the model (pruned)"')
-    attributes.append(f'data-row="{coordinate[0]}" data-column="{coordinate[1]}"')
-    return " " + " ".join(attributes)
+_PRUNED_CELL = ' class="pruned" title="not seen by the model (pruned)"'
 
 
 def render_table_html(table: interaction_pb2.Table, result: Optional[AskResult] = None,
@@ -94,20 +83,29 @@ def render_table_html(table: interaction_pb2.Table, result: Optional[AskResult] 
     """
     selected = set(result.coordinates) if result else set()
     probabilities = result.cell_probabilities if result else {}
+    unseen = _PRUNED_CELL if probabilities else ""  # The model saw other cells, not this one.
+    width = len(table.columns)
     parts = ["<table><thead><tr>" + "".join(f"<th>{html.escape(c.text)}</th>" for c in table.columns)
              + "</tr></thead><tbody>"]
     shown = _rows_to_show(len(table.rows), {r for r, _ in selected}, max_rows)
     previous = -1
     for row_index in shown:
         if row_index != previous + 1:
-            parts.append(f'<tr class="elided"><td colspan="{len(table.columns)}">…</td></tr>')
-        row = table.rows[row_index]
-        cells = "".join(f"<td{_cell_attributes((row_index, column), selected, probabilities)}>"
-                        f"{html.escape(cell.text)}</td>" for column, cell in enumerate(row.cells))
-        parts.append(f"<tr>{cells}</tr>")
+            parts.append(f'<tr class="elided"><td colspan="{width}">…</td></tr>')
+        cells = []
+        # One f-string per cell, the attributes in a fixed order: this loop is most of a page
+        # answer's rendering time (a table's every shown cell, for every answer).
+        for column, cell in enumerate(table.rows[row_index].cells):
+            coordinate = (row_index, column)
+            mark = ' class="selected"' if coordinate in selected else ""
+            p = probabilities.get(coordinate)
+            seen = unseen if p is None else f' title="p = {p:.3f}" data-probability="{p:.4f}"'
+            cells.append(f'<td{mark}{seen} data-row="{row_index}" data-column="{column}">'
+                         f"{html.escape(cell.text)}</td>")
+        parts.append("<tr>" + "".join(cells) + "</tr>")
         previous = row_index
     if shown and shown[-1] < len(table.rows) - 1:
-        parts.append(f'<tr class="elided"><td colspan="{len(table.columns)}">… '
+        parts.append(f'<tr class="elided"><td colspan="{width}">… '
                      f"{len(table.rows) - 1 - shown[-1]} more rows</td></tr>")
     parts.append("</tbody></table>")
     return "\n".join(parts)

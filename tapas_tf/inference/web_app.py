@@ -20,8 +20,10 @@ and every bad input is tested without a browser or a port; Gradio would bring a 
 bundle and its own server for the same page.
 
 Requests run on a thread pool: reading and converting a table, or encoding a question, never waits
-for another request. Only the model is shared: the questions of concurrent requests go to one
-`batching.QuestionBatcher`, which runs them together in one model call. A body larger than its
+for another request. Only the model is shared: with TensorFlow, the questions of concurrent
+requests go to one `batching.QuestionBatcher`, which runs them together in one model call; with
+LiteRT, each request runs its own question on one of the runner's interpreters (`lite_model`),
+which answer one question per call anyway, in parallel. A body larger than its
 limit is read and thrown away (up to 32 MiB) before the 413, so that a client still sending it
 reads the answer instead of a reset connection. `run_server` stops on Ctrl-C or SIGTERM after
 finishing the requests in flight (at most 30 s more), and returns.
@@ -38,7 +40,7 @@ import signal
 import socket
 import threading
 import time
-from typing import AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional
+from typing import AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional, Union
 
 import uvicorn
 from starlette.applications import Starlette
@@ -49,7 +51,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tapas_tf.inference.batching import QuestionBatcher
+from tapas_tf.inference.batching import DirectAnswers, QuestionBatcher, answerer_for
 from tapas_tf.inference.table_qa import TableQA
 from tapas_tf.inference.tables import AskError
 from tapas_tf.inference.web_sessions import (
@@ -84,13 +86,14 @@ class _WebState:
     limits: WebLimits
     sessions: SessionStore
     model_name: str
-    batcher: QuestionBatcher
+    batcher: Union[QuestionBatcher, DirectAnswers]
 
 
 def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "",
-               batcher: Optional[QuestionBatcher] = None) -> Starlette:
-    """The app serving the page and its endpoints for one loaded model; `batcher` (default: one
-    over `qa.answer_encoded`) runs the model for concurrent questions, and stops with the app."""
+               batcher: Union[QuestionBatcher, DirectAnswers, None] = None) -> Starlette:
+    """The app serving the page and its endpoints for one loaded model; `batcher` runs the model for
+    concurrent questions, and stops with the app (default `batching.answerer_for` the model's
+    runner: batched calls for TensorFlow, each request's own call for LiteRT)."""
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/favicon.ico", _favicon, methods=["GET"]),
@@ -103,7 +106,7 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
     app.state.web = _WebState(qa, limits, SessionStore(limits.max_sessions), model_name,
-                              batcher or QuestionBatcher(qa.answer_encoded))
+                              batcher or answerer_for(qa.runner, qa.answer_encoded))
     return app
 
 

@@ -22,9 +22,9 @@ from tests.inference.test_sequential import (  # noqa: E402, F401 (trained is a 
     ROWS,
     SEQ,
     save_model_dir,
-    tiny_config,
     trained,
 )
+from tests.model_fixtures import tiny_config  # noqa: E402
 from tests.vocab_fixture import write_test_vocab  # noqa: E402
 
 MAX_BUNDLED_BYTES = 10 * 1024 * 1024

@@ -33,7 +33,7 @@ from tests.checkpoints.test_importer import (  # noqa: E402
     _random_model,
     _write_tf1,
 )
-from tests.inference.test_sequential import tiny_config  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402
 from tests.vocab_fixture import write_test_vocab  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,5 +1,6 @@
 """QuestionBatcher (tapas_tf/inference/batching.py): batches of concurrent questions, bounded, and a
-failing question failing alone. No model: `answer_batch` is a stand-in that records its batches,
+failing question failing alone; DirectAnswers, each question on its caller's thread, for a runner
+that takes concurrent calls. No model: `answer_batch` is a stand-in that records its batches,
 and events (not sleeps) decide what is queued when."""
 
 import threading
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from tapas_tf.inference.batching import QuestionBatcher
+from tapas_tf.inference.batching import DirectAnswers, QuestionBatcher, answerer_for
 
 
 class GatedAnswers:
@@ -108,3 +109,37 @@ def test_arguments_are_checked():
         QuestionBatcher(lambda e: e, max_batch=0)
     with pytest.raises(ValueError, match="window_seconds must not be negative"):
         QuestionBatcher(lambda e: e, window_seconds=-1)
+
+
+def test_direct_answers_run_concurrent_questions_at_once_on_their_own_threads():
+    both_inside, threads_seen = threading.Barrier(2, timeout=30), []
+
+    def answer_batch(encoded):
+        threads_seen.append(threading.current_thread().name)
+        both_inside.wait()  # Only returns once the other question is inside too: no serialisation.
+        if encoded == ["bad"]:
+            raise ValueError("a bad question")
+        return [f"{question}!" for question in encoded]
+
+    direct = DirectAnswers(answer_batch)
+    threads, results = ask_in_threads(direct, ["q0", "bad"])
+    for thread in threads:
+        thread.join(30)
+    assert results["q0"] == "q0!" and isinstance(results["bad"], ValueError)
+    assert sorted(threads_seen) == sorted(thread.name for thread in threads) and direct.pending == 0
+    direct.close()
+    with pytest.raises(RuntimeError, match="shutting down"):
+        direct.answer("late")
+
+
+class _Runner:
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+def test_a_runner_that_takes_concurrent_calls_is_called_directly_others_are_batched():
+    direct = answerer_for(_Runner(concurrent_calls=2), lambda encoded: encoded)
+    assert isinstance(direct, DirectAnswers) and direct.answer("q") == "q"
+    batched = answerer_for(_Runner(), lambda encoded: encoded)  # TensorFlowRunner has no concurrent_calls.
+    assert isinstance(batched, QuestionBatcher) and batched.answer("q") == "q"
+    batched.close()

@@ -7,6 +7,7 @@ copy, whose probabilities differ from TensorFlow's by about 1e-7, must give the 
 Both are exported once per module.
 """
 
+import concurrent.futures
 import json
 import math
 import os
@@ -143,6 +144,28 @@ def test_answer_many_equals_tensorflow(pairs):
     questions = [q for table, q in QUESTIONS if table is TEAMS]
     for ours, theirs in zip(lite.answer_many(TEAMS, questions), tensorflow.answer_many(TEAMS, questions)):
         assert_same_answer(ours, theirs)
+
+
+def test_a_pool_of_interpreters_answers_each_row_as_one_interpreter_does(model_dirs, pairs):
+    lite = lite_model.read_current_lite_model(model_dirs["wtq"])
+    single, pool = lite_model.LiteRunner(lite, interpreters=1), lite_model.LiteRunner(lite, interpreters=3)
+    assert (single.concurrent_calls, pool.concurrent_calls) == (1, 3)
+    assert 1 <= lite_model.default_interpreters() <= 4
+    encoder = pairs["wtq"][0].encoder
+    rows = [encoder.encode(encoder.prepare(TEAMS), f"which team has {i} points?").features for i in range(7)]
+    length = len(rows[0]["input_ids"])
+    expected = single(length, rows)
+    assert expected["probabilities"].shape == (7, length) and expected["aggregation_logits"].shape == (7, 4)
+    # Seven rows spread over three interpreters come back in order, each exactly as alone.
+    for key, value in pool(length, rows).items():
+        np.testing.assert_array_equal(value, expected[key])
+    # Calls from several threads at once (a server's requests) each get their own rows' outputs.
+    with concurrent.futures.ThreadPoolExecutor(6) as threads:
+        outputs = list(threads.map(lambda i: pool(length, rows[i:i + 2]), range(6)))
+    for i, output in enumerate(outputs):
+        np.testing.assert_array_equal(output["probabilities"], expected["probabilities"][i:i + 2])
+    with pytest.raises(ValueError, match="at least 1"):
+        lite_model.LiteRunner(lite, num_threads=0)
 
 
 def test_the_copy_describes_itself(model_dirs):

@@ -32,9 +32,9 @@ from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
 from tapas_tf.inference import sequential as predict  # noqa: E402
 from tapas_tf.inference.decoding import COUNT, NONE, DecodingRule
 from tapas_tf.inference.prediction_files import read_predictions_tsv  # noqa: E402
-from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
+from tests.model_fixtures import tiny_config  # noqa: E402, F401 (other test modules import it from here too)
 from tests.vocab_fixture import vocab_tokens, write_test_vocab  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,14 +57,6 @@ def sqa_interaction(sequence_id, questions):
         if valid:
             question.answer.is_valid = valid[0]
     return interaction
-
-
-def tiny_config(**overrides) -> TapasConfig:
-    values = dict(vocab_size=len(vocab_tokens()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=256, max_num_rows=8, max_num_columns=8,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    values.update(overrides)
-    return TapasConfig(**values)
 
 
 def write_random_model_dir(path, **options) -> str:

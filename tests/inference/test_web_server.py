@@ -2,7 +2,8 @@
 
 - A table with too many columns is refused on its header, before pandas parses the file.
 - Converting an upload holds no lock: another session's question is answered meanwhile.
-- Concurrent questions share model calls, and each still gets its own session's answer.
+- Concurrent questions share model calls, and each still gets its own session's answer; with a
+  LiteRT copy (the bundled model), each request runs its own call, on the runner's interpreters.
 - A body over its limit gets the 413 JSON, never a reset connection, however often it is tried.
 - `serve` stops on SIGINT and SIGTERM after finishing the request in flight, with exit code 0.
 
@@ -32,7 +33,7 @@ pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[we
 from starlette.testclient import TestClient  # noqa: E402
 
 from tapas_tf.inference import tables, web_app, web_sessions  # noqa: E402
-from tapas_tf.inference.batching import QuestionBatcher  # noqa: E402
+from tapas_tf.inference.batching import DirectAnswers, QuestionBatcher  # noqa: E402
 from tapas_tf.inference.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import ROOT  # noqa: E402
 from tests.inference.test_web_app import CITIES_CSV, LIMITS  # noqa: E402
@@ -153,6 +154,27 @@ def test_concurrent_questions_share_a_model_call_and_keep_their_sessions_answers
     # Each in its own conversation: the follow-up sees paris's population and answers berlin.
     assert [a["answer"] for a in answers] == ["paris, berlin, london", "berlin"]
     assert [a["turn"] for a in answers] == [1, 2]
+
+
+def test_with_litert_concurrent_requests_answer_on_the_runners_interpreters():
+    bundled = TableQA.from_model_dir()  # Its LiteRT copy: a pool of interpreters, no batching.
+    app = web_app.create_app(bundled, dataclasses.replace(LIMITS, max_sessions=6))
+    assert bundled.backend == "LiteRT" and isinstance(app.state.web.batcher, DirectAnswers)
+    table = os.path.join(web_sessions.EXAMPLE_TABLES_DIR, "shooting_1988_medals.csv")
+    questions = ["which nation won the most gold medals?", "which nations won no silver medals?",
+                 "which nations are ranked 4?", "which nation is ranked first?", "what is the total of norway?",
+                 "how many bronze medals did yugoslavia win?"]
+    with web_app.ServerThread(app) as server:
+        sessions = [requests.post(f"{server.url}/api/example", json={"name": "shooting_1988_medals.csv"},
+                                  timeout=WAIT).json()["session"] for _ in questions]
+        askers = [in_thread(ask, server.url, s, q) for s, q in zip(sessions, questions)]
+        answers = [result.get(timeout=WAIT).json() for _, result in askers]
+    for question, answer in zip(questions, answers):  # Each as the ask API answers it alone.
+        expected = bundled.answer(table, question).to_dict()
+        assert {k: answer[k] for k in ("question", "answer", "cells")} == {
+            k: expected[k] for k in ("question", "answer", "cells")}
+    with pytest.raises(RuntimeError, match="shutting down"):  # Closed with the server.
+        app.state.web.batcher.answer(None)
 
 
 # --- oversized bodies -----------------------------------------------------------------------------
