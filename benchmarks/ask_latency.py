@@ -2,7 +2,7 @@
 
     python benchmarks/ask_latency.py --sizes tiny,base --json_out ask_latency.json
 
-Times our ask path (`tapas_tf.inference.table_qa.TableQA`, in this process) and Hugging Face's
+Times our ask path (`tapas_tf.qa.table_qa.TableQA`, in this process) and Hugging Face's
 `table-question-answering` pipeline (transformers 4.57.6 on PyTorch CPU, `hf_ask_latency.py` run
 by the peer interpreter, --peer_python) one question at a time on the same WikiTableQuestions
 questions, in one run, size after size (for each size: ours, then HF).
@@ -357,7 +357,7 @@ def _result_fields(result) -> dict:
 
 def run_ours(model_dir: str, spec: dict, jit_compile: Optional[bool] = None, precision: str = "float32") -> dict:
     """Loads TableQA, answers the warm-up questions, then times each question."""
-    from tapas_tf.inference.table_qa import TableQA
+    from tapas_tf.qa.table_qa import TableQA
 
     options = {"precision": precision} if jit_compile is None else {"jit_compile": jit_compile, "precision": precision}
     started = time.perf_counter()
@@ -588,7 +588,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     from tapas_tf.checkpoints import model_dir as model_dir_lib
     from tapas_tf.features.vocab import resolve_vocab_file
-    from tapas_tf.inference.ask_encoding import TableEncoder
+    from tapas_tf.qa.ask_encoding import TableEncoder
 
     vocab_file = resolve_vocab_file(args.vocab_file or None)
     spec = select_questions(args.wtq_dir, args.num_questions)

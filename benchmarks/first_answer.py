@@ -112,7 +112,7 @@ def prepare_models(args: argparse.Namespace) -> Dict[str, str]:
     from ask_latency import prepare_models as prepare  # noqa: E402  (imports our package lazily)
 
     from tapas_tf.features.vocab import resolve_vocab_file
-    from tapas_tf.inference import lite_model
+    from tapas_tf.qa import lite_model
 
     namespace = argparse.Namespace(work_dir=args.work_dir, seed=args.seed, weights="shared",
                                    peer_python=args.peer_python)
@@ -120,7 +120,7 @@ def prepare_models(args: argparse.Namespace) -> Dict[str, str]:
     try:
         lite_model.read_current_lite_model(dirs["ours"])
     except lite_model.LiteModelError:
-        from tapas_tf.inference.lite_export import export_lite_model
+        from tapas_tf.serving.lite_export import export_lite_model
 
         export_lite_model(dirs["ours"])
     return dirs

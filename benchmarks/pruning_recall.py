@@ -5,7 +5,7 @@ uncased vocabulary, as every released TAPAS model uses), this compares two ways 
 
 - truncation: keep the first rows that fit (the original TAPAS `drop_rows_to_fit`);
 - pruning: keep the rows and columns that share the most words with the question
-  (`tapas_tf.inference.pruning`, what the ask API does).
+  (`tapas_tf.qa.pruning`, what the ask API does).
 
 A question counts when each of its answer texts equals (after `normalize_answer_text`) the text
 of at least one cell; its answer survives when, for every answer text, one such cell is kept.
@@ -29,8 +29,8 @@ from tapas_tf.data.text_normalization import normalize_answer_text  # noqa: E402
 from tapas_tf.features.classifier_examples import STAT_ROWS_DROPPED, ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
 from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
-from tapas_tf.inference.ask_encoding import TableEncoder  # noqa: E402
-from tapas_tf.inference.tables import AskError  # noqa: E402
+from tapas_tf.qa.ask_encoding import TableEncoder  # noqa: E402
+from tapas_tf.qa.tables import AskError  # noqa: E402
 
 
 def answer_cells(table: interaction_pb2.Table, answers: Sequence[str]) -> Optional[List[Set[Tuple[int, int]]]]:

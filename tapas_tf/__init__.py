@@ -48,9 +48,9 @@ _EXPORTS = {
     # tasks, prediction
     "Task": "tapas_tf.tasks:Task",
     "predict_model_dir": "tapas_tf.inference.sequential:predict_model_dir",
-    "TableQA": "tapas_tf.inference.table_qa:TableQA",
-    "export_model_dir": "tapas_tf.inference.export:export_model_dir",
-    "ServingClient": "tapas_tf.inference.serving_client:ServingClient",
+    "TableQA": "tapas_tf.qa.table_qa:TableQA",
+    "export_model_dir": "tapas_tf.serving.export:export_model_dir",
+    "ServingClient": "tapas_tf.serving.serving_client:ServingClient",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -1,4 +1,4 @@
-"""Command line: ask a table a question (`tapas_tf.inference.table_qa`).
+"""Command line: ask a table a question (`tapas_tf.qa.table_qa`).
 
     python -m tapas_tf.ask --table=t.csv "which city is the largest?"   # the bundled tiny SQA model
     python -m tapas_tf.ask --model=google/tapas-base-finetuned-wtq --table=t.csv "..."  # a released model
@@ -37,7 +37,7 @@ flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --thresho
 
 
 def main(argv: List[str]) -> None:
-    from tapas_tf.inference.console import AskError, Console, read_table_file
+    from tapas_tf.qa.console import AskError, Console, read_table_file
 
     question = " ".join(argv[1:]).strip()
     if not FLAGS.table or (argv[1:] and not question):

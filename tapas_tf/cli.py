@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import sys
-from typing import Callable, Iterable, List, NoReturn, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Tuple
 
 TF_LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 QUIET_TF_LOG_LEVEL = "3"  # Hides INFO, WARNING and ERROR lines of TensorFlow's C++ code.
@@ -222,6 +222,29 @@ def absl_flag_names() -> List[str]:
     from absl import flags
 
     return [f"--{name}" for name in flags.FLAGS]
+
+
+OptionSpec = Tuple[str, type, str]  # (name, type: bool, int, float or str, help)
+
+
+def define_option_flags(specs: Iterable[OptionSpec], default_note: str, module_name: str) -> None:
+    """Defines an absl flag per option spec (e.g. `DecodingRule.flag_specs()`), each defaulting to
+    None: "not given", so that the caller's own default (a model's, a task's) applies.
+    `default_note` ends each help text and says what that default is; `module_name` (the caller's
+    `__name__`) owns the flags, so that its --help lists them."""
+    from absl import flags
+
+    define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
+              str: flags.DEFINE_string}
+    for name, kind, text in specs:
+        define[kind](name, None, f"{text} {default_note}", module_name=module_name)
+
+
+def option_flag_values(specs: Iterable[OptionSpec]) -> Dict[str, Any]:
+    """The values of the flags that `define_option_flags` defined for these specs, None if not given."""
+    from absl import flags
+
+    return {name: flags.FLAGS[name].value for name, _, _ in specs}
 
 
 def flag_error_message(error: Exception) -> str:

@@ -8,6 +8,9 @@ from typing import Any, Dict
 
 from absl import flags
 
+from tapas_tf import cli
+from tapas_tf.inference.decoding import DecodingRule
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A tapas-tf model directory (trained, or imported); "
                     "default the bundled model.")
@@ -18,13 +21,9 @@ flags.DEFINE_string("model", None, "A released model by name, downloaded and imp
 flags.DEFINE_string("model_revision", None, "The Hub revision (branch, tag or commit) of --model; "
                     "default main.")
 flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
-flags.DEFINE_float("threshold", 0.5, "A cell is selected when its probability is above this.")
-flags.DEFINE_bool("fallback_to_best_cell", None, "A NONE answer with no cell above the threshold selects "
-                  "its most probable cell instead of answering nothing; default: on for models trained "
-                  "from answers only (WTQ's, the bundled one).")
-flags.DEFINE_bool("expected_count", None, "COUNT counts the k most probable cells, k the sum of the cell "
-                  "probabilities rounded, instead of the cells above the threshold; default: on for models "
-                  "trained from answers only.")
+# --threshold, --fallback_to_best_cell, --expected_count: one flag per DecodingRule option.
+cli.define_option_flags(DecodingRule.flag_specs(), "Default: the model's own rule (the best cell for models "
+                        "that select one column, as SQA's and WTQ's; the expected count for WTQ's).", __name__)
 flags.register_multi_flags_validator(["model", "model_dir"], lambda v: not (v["model"] and v["model_dir"]),
                                      "give --model (a released model) or --model_dir, not both")
 flags.register_multi_flags_validator(["model", "model_revision"],
@@ -34,14 +33,14 @@ flags.register_multi_flags_validator(["model", "model_revision"],
 
 def table_qa_options() -> Dict[str, Any]:
     """`TableQA.from_model_dir` keyword arguments from the flags (the model directory included)."""
-    return dict(model_dir=FLAGS.model_dir, vocab_file=FLAGS.vocab_file, threshold=FLAGS.threshold,
-                fallback_to_best_cell=FLAGS.fallback_to_best_cell, expected_count=FLAGS.expected_count)
+    return dict(model_dir=FLAGS.model_dir, vocab_file=FLAGS.vocab_file,
+                **cli.option_flag_values(DecodingRule.flag_specs()))
 
 
 def load_table_qa(**options):
     """The TableQA the flags name: --model (`TableQA.from_pretrained`), else --model_dir or the bundled
     model."""
-    from tapas_tf.inference.table_qa import TableQA
+    from tapas_tf.qa.table_qa import TableQA
 
     settings = {**table_qa_options(), **options}
     if FLAGS.model:

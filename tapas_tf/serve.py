@@ -1,4 +1,4 @@
-"""Command line: the web page of the ask API (`tapas_tf.inference.web_app`); needs `pip install tapas-tf[web]`.
+"""Command line: the web page of the ask API (`tapas_tf.serving.web_app`); needs `pip install tapas-tf[web]`.
 
     python -m tapas_tf.serve                               # the bundled model, http://127.0.0.1:8000
     python -m tapas_tf.serve --model_dir=MODEL_DIR --port=8080
@@ -33,7 +33,7 @@ flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --thresho
 
 def main(argv: List[str]) -> None:
     try:
-        from tapas_tf.inference import web_app, web_sessions
+        from tapas_tf.serving import web_app, web_sessions
     except ImportError as e:
         cli.fail(PROG, f"{e.name} is missing; install the web extra: pip install 'tapas-tf[web]'", cli.ERROR_EXIT_CODE)
     try:

@@ -1,6 +1,6 @@
 """The package reads as its data flow, and imports run down it.
 
-    data -> (wikipedia) -> features -> models -> checkpoints -> training / inference
+    data -> (wikipedia) -> features -> models -> checkpoints -> training / inference -> qa -> serving
                             \\-> pipelines (Beam) -> beam_jobs
     ... -> the command lines (root modules) -> commands (`tapas-tf`, the task command line)
 
@@ -38,7 +38,9 @@ ALLOWED = {
     "checkpoints": {"models", "tasks"},
     "pipelines": {"data", "wikipedia", "features", "tasks", "cli"},
     "training": {"features", "models", "checkpoints", "tasks"},
-    "inference": {"data", "features", "models", "checkpoints", "tasks"},
+    "inference": {"data", "features", "models", "checkpoints", "tasks"},  # Batch prediction and metrics.
+    "qa": {"data", "features", "models", "checkpoints", "tasks", "inference"},  # The ask API on pandas tables.
+    "serving": {"data", "features", "models", "checkpoints", "tasks", "inference", "qa"},  # Export, web page.
     "tasks": set(),
     "task_registry": {"data", "features", "tasks"},  # Each task once: reader, preset, evaluation, modes.
     "cli": set(),
@@ -46,10 +48,11 @@ ALLOWED = {
     # On top: the installed command and the task command line import every room and the root
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
-                 "inference", "tasks", "task_registry", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
+                 "inference", "qa", "serving", "tasks", "task_registry", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
                  "init_from_bert", "sample_data", "model_flags"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
+               "qa", "serving",
                "beam_jobs", "commands", "task_registry"}
 # Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
 # no imports of ours, so the data jobs may use it too), and thin command lines.
@@ -115,7 +118,8 @@ def test_the_walk_finds_every_room():
     rooms = {_room(name) for name in MODULES if name.count(".") >= 1}
     assert SUBPACKAGES <= rooms
     assert {"tapas_tf.models.qa_model", "tapas_tf.beam_jobs.create_task_data",
-            "tapas_tf.data.readers.sqa", "tapas_tf.inference.execution",
+            "tapas_tf.data.readers.sqa", "tapas_tf.inference.execution", "tapas_tf.qa.table_qa",
+            "tapas_tf.serving.web_app",
             "tapas_tf.commands.run_task", "tapas_tf.commands.dispatch"} <= set(MODULES)
 
 
@@ -134,11 +138,15 @@ def test_the_checker_rejects_an_arrow_back_up():
     assert not _allowed("tapas_tf.checkpoints.importer", "tapas_tf.training.trainer")
     assert not _allowed("tapas_tf.training.trainer", "tapas_tf.inference.sequential")
     assert not _allowed("tapas_tf.tasks", "tapas_tf.data.interaction_io")
-    assert not _allowed("tapas_tf.inference.table_qa", "tapas_tf.commands.run_task")
+    assert not _allowed("tapas_tf.qa.table_qa", "tapas_tf.commands.run_task")
     assert not _allowed("tapas_tf.cli", "tapas_tf.commands.dispatch")
     assert _allowed("tapas_tf.commands.dispatch", "tapas_tf.ask")
     assert _allowed("tapas_tf.models.embeddings", "tapas_tf.features.example_features")
     assert _allowed("tapas_tf.inference.sequential", "tapas_tf.features.classifier_examples")
+    assert not _allowed("tapas_tf.inference.decoding", "tapas_tf.qa.table_qa")
+    assert not _allowed("tapas_tf.qa.table_qa", "tapas_tf.serving.web_app")
+    assert _allowed("tapas_tf.serving.web_app", "tapas_tf.qa.table_qa")
+    assert _allowed("tapas_tf.qa.ask_results", "tapas_tf.inference.execution")
 
 
 def test_the_checker_sees_an_arrow_back_up_inside_a_function(tmp_path):
@@ -361,7 +369,7 @@ def test_wheel_has_one_top_level_package(tmp_path):
     assert "models" not in top_level and "beam_jobs" not in top_level
     for path in ("tapas_tf/models/qa_model.py", "tapas_tf/beam_jobs/create_task_data.py",
                  "tapas_tf/data/protos/interaction.proto", "tapas_tf/inference/execution.py",
-                 "tapas_tf/inference/web_static/index.html", "tapas_tf/inference/web_static/app.js",
-                 "tapas_tf/inference/web_static/style.css", "tapas_tf/inference/web_static/favicon.svg",
+                 "tapas_tf/serving/web_static/index.html", "tapas_tf/serving/web_static/app.js",
+                 "tapas_tf/serving/web_static/style.css", "tapas_tf/serving/web_static/favicon.svg",
                  "tapas_tf/commands/dispatch.py", "tapas_tf/commands/run_task.py"):
         assert path in names

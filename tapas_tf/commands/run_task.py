@@ -147,10 +147,11 @@ def _max_seq_length(spec: TaskSpec) -> int:
     return FLAGS.max_seq_length or spec.preset.max_seq_length
 
 
-def _decoding_flag(spec: TaskSpec, name: str) -> bool:
-    """A decoding flag (--fallback_to_best_cell, --expected_count), else the task's preset."""
-    value = getattr(FLAGS, name)
-    return getattr(spec.preset, name) if value is None else value
+def _decoding_rule(spec: TaskSpec):
+    """The task's `DecodingRule` under the decoding flags given (--threshold, --fallback_to_best_cell, ...)."""
+    from tapas_tf.inference.decoding import DecodingRule
+
+    return DecodingRule.for_preset(spec.preset, **cli.option_flag_values(DecodingRule.flag_specs()))
 
 
 _CONVERSION_FLAGS = ("max_column_id", "max_row_id", "cell_trim_length", "strip_column_names")
@@ -250,7 +251,6 @@ def _predict(spec: TaskSpec, evaluate: bool) -> None:
         ensure_writable_dir(FLAGS.model_dir, "--model_dir")
     else:
         _check_model_dir(mode_ref("train"))
-    from tapas_tf.inference.decoding import DecodingRule
     from tapas_tf.inference.sequential import predict_model_dir
 
     model_dir = _released_model_dir() if FLAGS.model else FLAGS.model_dir
@@ -265,8 +265,7 @@ def _predict(spec: TaskSpec, evaluate: bool) -> None:
                       jit_compile=FLAGS.predict_jit_compile, show_progress=FLAGS.progress_bar,
                       output_dir=FLAGS.model_dir,
                       evaluation=spec.evaluation,
-                      rule=DecodingRule(fallback_to_best_cell=_decoding_flag(spec, "fallback_to_best_cell"),
-                                        expected_count=_decoding_flag(spec, "expected_count")))
+                      rule=_decoding_rule(spec))
 
 
 def predict(spec: TaskSpec, pipeline_args: List[str]) -> None:
@@ -307,8 +306,8 @@ def _pretrain_data_vocab(output_dir: Optional[str]) -> Optional[str]:
 
 
 def export(spec: TaskSpec, pipeline_args: List[str]) -> None:
-    """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving (see tapas_tf.inference.export), and
-    with --export_lite MODEL_DIR/model.tflite (see tapas_tf.inference.lite_export)."""
+    """Writes EXPORT_DIR/<version>/, a SavedModel for TF Serving (see tapas_tf.serving.export), and
+    with --export_lite MODEL_DIR/model.tflite (see tapas_tf.serving.lite_export)."""
     del spec, pipeline_args  # Any model directory exports the same way; no Beam.
     needed = () if FLAGS.export_lite and not FLAGS.export_dir else ("export_dir",)
     if FLAGS.model:
@@ -319,13 +318,13 @@ def export(spec: TaskSpec, pipeline_args: List[str]) -> None:
         ensure_writable_dir(FLAGS.export_dir, "--export_dir")
     model_dir = _released_model_dir() if FLAGS.model else FLAGS.model_dir
     if FLAGS.export_dir:
-        from tapas_tf.inference.export import export_model_dir
+        from tapas_tf.serving.export import export_model_dir
 
         path = export_model_dir(model_dir, FLAGS.export_dir, version=FLAGS.export_version,
                                 checkpoint=FLAGS.checkpoint, vocab_file=FLAGS.vocab_file)
         logging.info("Exported %s to %s", FLAGS.model or model_dir, path)
     if FLAGS.export_lite:
-        from tapas_tf.inference.lite_export import export_lite_model
+        from tapas_tf.serving.lite_export import export_lite_model
 
         path = export_lite_model(model_dir, checkpoint=FLAGS.checkpoint)
         logging.info("Wrote %s, the LiteRT copy that ask runs without TensorFlow", path)

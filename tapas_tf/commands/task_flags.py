@@ -9,6 +9,9 @@ from typing import Sequence
 
 from absl import flags
 
+import tapas_tf.cli as cli  # Not `from tapas_tf import cli`: rooms do not import the package.
+from tapas_tf.inference.decoding import DecodingRule
+
 _defined = False
 
 
@@ -72,13 +75,8 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
     flags.DEFINE_bool("use_gold_previous_answer", False,
                       "SQA: mark the gold previous answer in prev_label_ids instead of the model's own.")
     flags.DEFINE_bool("predict_jit_compile", False, "Compile the prediction function with XLA.")
-    flags.DEFINE_bool("fallback_to_best_cell", None,
-                      "A NONE answer with no cell above the threshold (0.5) selects its most probable cell "
-                      "instead of answering nothing. Default: the task's (on for WTQ, off otherwise).")
-    flags.DEFINE_bool("expected_count", None,
-                      "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
-                      "expected count the answer loss trains), instead of the cells above the threshold. "
-                      "Default: the task's (on for WTQ, off otherwise).")
+    # --threshold, --fallback_to_best_cell, --expected_count: one flag per DecodingRule option.
+    cli.define_option_flags(DecodingRule.flag_specs(), "Default: the task's preset.", __name__)
 
     # --- PRETRAIN: train, evaluate ---
     flags.DEFINE_integer("max_predictions_per_seq", 20, "PRETRAIN: masked positions per example in the data.",
@@ -92,7 +90,7 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
     flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",
                          lower_bound=1)
     flags.DEFINE_bool("export_lite", False, "Also write MODEL_DIR/model.tflite, the LiteRT copy that `ask` runs "
-                      "without TensorFlow (tapas_tf.inference.lite_export); without --export_dir, only that.")
+                      "without TensorFlow (tapas_tf.serving.lite_export); without --export_dir, only that.")
 
     # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
     flags.DEFINE_string("train_file", None,

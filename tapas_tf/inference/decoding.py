@@ -28,7 +28,7 @@ Pure NumPy and Python: nothing here needs TensorFlow.
 
 import dataclasses
 import math
-from typing import Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -46,11 +46,19 @@ from tapas_tf.inference.execution import (  # noqa: F401 (re-exported: decoding'
 )
 
 
+def _option(default, help_text: str):
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodingRule:
-    """How probabilities become selected cells, in prediction and in the ask API.
+    """How probabilities become selected cells, in prediction, the ask API and serving.
 
-    The defaults are Google's and Hugging Face's decoding: the cells above 0.5.
+    The defaults are Google's and Hugging Face's decoding: the cells above 0.5. Every field is an
+    option of `TableQA`, `ServingClient` and prediction, and a flag of `ask`, `serve` and `run_task`
+    (defined from `flag_specs`, its help the field's): a new rule is a field here with its effect in
+    `decode_prediction`, and, if some task should use it by default, a field of that name in its
+    `TaskPreset`.
 
     Attributes:
       threshold: a cell is selected when its probability is strictly greater.
@@ -59,18 +67,67 @@ class DecodingRule:
       expected_count: COUNT counts the k most probable cells, k the expected count.
     """
 
-    threshold: float = 0.5
-    fallback_to_best_cell: bool = False
-    expected_count: bool = False
+    threshold: float = _option(0.5, "A cell is selected when its probability is above this.")
+    fallback_to_best_cell: bool = _option(
+        False, "A NONE answer with no cell above the threshold selects its most probable cell instead of "
+        "answering nothing.")
+    expected_count: bool = _option(
+        False, "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
+        "expected count the answer loss trains), instead of the cells above the threshold.")
+
+    @classmethod
+    def flag_specs(cls) -> Tuple[Tuple[str, type, str], ...]:
+        """(name, type, help) of every option: what command lines define their flags from."""
+        return tuple((field.name, field.type if isinstance(field.type, type) else type(field.default),
+                      field.metadata["help"]) for field in dataclasses.fields(cls))
+
+    @classmethod
+    def for_preset(cls, preset: Any, **overrides) -> "DecodingRule":
+        """A task's rule: each option the preset names (`TaskPreset.fallback_to_best_cell`, ...),
+        the default otherwise, then the `overrides` that are not None."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        return cls(**{name: getattr(preset, name) for name in names if hasattr(preset, name)}).with_overrides(
+            **overrides)
+
+    @classmethod
+    def for_model(cls, config: Any, **overrides) -> "DecodingRule":
+        """The rule a model answers users with, from its `TapasConfig` (or its JSON dict), then the `overrides` that
+        are not None.
+
+        A model that selects one column (SQA's and WTQ's presets) falls back to its best cell: the
+        questions of those tasks always have an answer, and an empty one is always wrong. A model
+        trained from answers only (`use_answer_as_supervision`, WTQ's) also counts by the expected
+        count, which its answer loss trains.
+        """
+        def option(name: str) -> bool:  # A TapasConfig, or its JSON as a dict (an export's assets).
+            return bool(config.get(name, False) if isinstance(config, Mapping) else getattr(config, name, False))
+
+        answers_only = option("use_answer_as_supervision")
+        return cls(fallback_to_best_cell=option("select_one_column") or answers_only,
+                   expected_count=answers_only).with_overrides(**overrides)
+
+    def with_overrides(self, **overrides) -> "DecodingRule":
+        """This rule with the given options replaced; None leaves an option as it is.
+
+        Raises:
+          TypeError: an option that is not a field of DecodingRule.
+        """
+        names = {field.name for field in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise TypeError(f"unknown decoding option(s) {unknown}; the options are {sorted(names)}")
+        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def as_dict(self) -> Dict[str, Any]:
+        """Every option by name (what a metrics file records)."""
+        return dataclasses.asdict(self)
 
     def decode(self, question_id: str, probabilities: np.ndarray, column_ids: np.ndarray, row_ids: np.ndarray,
                input_mask: np.ndarray, aggregation_logits: Optional[np.ndarray] = None,
                table: Optional[interaction_pb2.Table] = None) -> "Prediction":
-        """`decode_prediction` with this rule's threshold and options."""
+        """`decode_prediction` with this rule's options."""
         return decode_prediction(question_id, probabilities, column_ids, row_ids, input_mask, aggregation_logits,
-                                 threshold=self.threshold, table=table,
-                                 fallback_to_best_cell=self.fallback_to_best_cell,
-                                 expected_count=self.expected_count)
+                                 table=table, **self.as_dict())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -386,8 +386,7 @@ def predict_model_dir(
         outcome.metrics = EVALUATIONS[evaluation](interactions, run)
         outcome.metrics["previous_answers"] = "gold" if use_gold_previous_answer else "predicted"
         # The decoding rules change the score severalfold on WTQ, so the file says which were on.
-        outcome.metrics["decoding"] = {"fallback_to_best_cell": rule.fallback_to_best_cell,
-                                       "expected_count": rule.expected_count}
+        outcome.metrics["decoding"] = rule.as_dict()
         outcome.metrics_path = metrics_path(output_dir, split, use_gold_previous_answer)
         metrics_lib.write_metrics_json(outcome.metrics_path, outcome.metrics)
         write_metric_summaries(os.path.join(output_dir, f"eval_{run_name(split, use_gold_previous_answer)}"),

@@ -16,7 +16,7 @@ import tf_keras  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.inference import sequential  # noqa: E402
-from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.model_fixtures import tiny_config  # noqa: E402
 from tests.vocab_fixture import write_test_vocab  # noqa: E402
 

@@ -200,7 +200,7 @@ def test_hub_model_is_imported_once_then_loaded_without_network(server, fixture_
     server.stop()
     attempts = forbid_network()
     assert released.released_model_dir(REPO) == model_dir
-    from tapas_tf.inference.table_qa import TableQA  # pylint: disable=import-outside-toplevel
+    from tapas_tf.qa.table_qa import TableQA  # pylint: disable=import-outside-toplevel
 
     qa = TableQA.from_pretrained(REPO, threshold=0.4)
     result = qa.answer(TABLE, "which city is the largest?")

@@ -402,3 +402,60 @@ def test_read_bad_tsv_names_file_and_line(tmp_path, content, line, message):
     path.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=f"bad.tsv:{line}: .*{message}"):
         prediction_files.read_predictions_tsv(str(path))
+
+
+# --- DecodingRule: one place for every decoding option ------------------------------------------
+
+
+def test_a_rule_decodes_as_decode_prediction_with_its_options():
+    rule = prediction.DecodingRule(threshold=0.8, fallback_to_best_cell=True)
+    decoded = rule.decode("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK)
+    # No cell is above 0.8: the first of the two best cells (0, 1) and (1, 1), both 3/4, is taken.
+    assert decoded.coordinates == ((0, 1),)
+    assert decoded == prediction.decode_prediction("q0", PROBABILITIES, COLUMN_IDS, ROW_IDS, INPUT_MASK,
+                                                   threshold=0.8, fallback_to_best_cell=True)
+
+
+def test_flag_specs_name_every_option_with_its_type_and_help():
+    specs = prediction.DecodingRule.flag_specs()
+    assert [(name, kind) for name, kind, _ in specs] == [
+        ("threshold", float), ("fallback_to_best_cell", bool), ("expected_count", bool)]
+    assert all(text.endswith(".") and len(text) > 20 for _, _, text in specs)
+    assert prediction.DecodingRule().as_dict() == {"threshold": 0.5, "fallback_to_best_cell": False,
+                                                   "expected_count": False}
+
+
+def test_overrides_replace_only_the_options_given_and_refuse_unknown_ones():
+    rule = prediction.DecodingRule(threshold=0.3, expected_count=True)
+    assert rule.with_overrides(threshold=None, fallback_to_best_cell=True) == prediction.DecodingRule(
+        threshold=0.3, fallback_to_best_cell=True, expected_count=True)
+    with pytest.raises(TypeError, match=r"unknown decoding option\(s\) \['treshold'\]"):
+        rule.with_overrides(treshold=0.4)
+
+
+class _Preset:  # A task preset names some options (tasks.TaskPreset: fallback and expected count).
+    fallback_to_best_cell = True
+    expected_count = False
+    learning_rate = 1e-4
+
+
+def test_a_tasks_rule_takes_the_options_its_preset_names():
+    assert prediction.DecodingRule.for_preset(_Preset()) == prediction.DecodingRule(fallback_to_best_cell=True)
+    assert prediction.DecodingRule.for_preset(_Preset(), threshold=0.2, fallback_to_best_cell=None) == \
+        prediction.DecodingRule(threshold=0.2, fallback_to_best_cell=True)
+
+
+@pytest.mark.parametrize("config, fallback, expected_count", [
+    ({"select_one_column": True, "use_answer_as_supervision": False}, True, False),   # SQA's
+    ({"select_one_column": True, "use_answer_as_supervision": True}, True, True),     # WTQ's
+    ({"select_one_column": False, "use_answer_as_supervision": True}, True, True),    # WikiSQL's, weak
+    ({"select_one_column": False, "use_answer_as_supervision": False}, False, False),  # supervised WikiSQL
+    ({}, False, False),
+])
+def test_a_models_rule_follows_its_config(config, fallback, expected_count):
+    import types
+
+    for form in (config, types.SimpleNamespace(**config)):  # A config's JSON (an export's) or the object.
+        rule = prediction.DecodingRule.for_model(form)
+        assert (rule.threshold, rule.fallback_to_best_cell, rule.expected_count) == (0.5, fallback, expected_count)
+    assert prediction.DecodingRule.for_model(config, fallback_to_best_cell=False).fallback_to_best_cell is False

@@ -68,7 +68,7 @@ def test_wtq_create_data_train_and_predict_and_evaluate(tmp_path):
     official = (model / "predictions" / "dev_official.tsv").read_text(encoding="utf-8").splitlines()
     assert [line.split("\t")[0] for line in official] == ["nt-5", "nt-6"]
     assert "dev metrics at step 4: denotation_accuracy=" in result.stderr
-    assert metrics["decoding"] == {"fallback_to_best_cell": True, "expected_count": True}  # WTQ's defaults.
+    assert metrics["decoding"] == {"threshold": 0.5, "fallback_to_best_cell": True, "expected_count": True}  # WTQ's.
 
 
 def test_wtq_prediction_falls_back_to_the_best_cell_by_default(tmp_path):
@@ -95,7 +95,7 @@ def test_wtq_prediction_counts_the_expected_count_by_default(tmp_path):
 
 
 def test_table_qa_expected_count_option(tmp_path):
-    from tapas_tf.inference.table_qa import TableQA
+    from tapas_tf.qa.table_qa import TableQA
     from tests.inference.test_sequential import HEADER, ROWS
 
     model, _ = _unsure_model_dir(tmp_path, cell_probability=0.45, operator=COUNT)

@@ -27,8 +27,8 @@ import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
-from tapas_tf.inference import lite_model  # noqa: E402
-from tapas_tf.inference.tf_runner import OUTPUTS, load_inference_model  # noqa: E402
+from tapas_tf.qa import lite_model  # noqa: E402
+from tapas_tf.qa.tf_runner import OUTPUTS, load_inference_model  # noqa: E402
 
 # Largest difference of any output between the copy and TensorFlow on the check's sample.
 TOLERANCE = 1e-4

@@ -1,5 +1,5 @@
 // The page's behaviour: choose a table, ask, follow up, start over. Every call goes to the JSON
-// endpoints of tapas_tf/inference/web_app.py; the server renders the marked table (the same
+// endpoints of tapas_tf/serving/web_app.py; the server renders the marked table (the same
 // rendering as `python -m tapas_tf.ask --html`) and words the answer (`web_sessions.answer_view`);
 // this script places them, numbers the table's rows and keeps the latest answer in view.
 "use strict";

@@ -24,11 +24,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 import pandas as pd
 
 import tapas_tf.data
-from tapas_tf.inference.ask_encoding import EncodedQuestion
-from tapas_tf.inference.ask_results import AskResult, format_number
-from tapas_tf.inference.rendering import render_table_html
-from tapas_tf.inference.table_qa import Conversation
-from tapas_tf.inference.tables import AskError, check_frame, header_width, read_csv_bytes
+from tapas_tf.qa.ask_encoding import EncodedQuestion
+from tapas_tf.qa.ask_results import AskResult, format_number
+from tapas_tf.qa.rendering import render_table_html
+from tapas_tf.qa.table_qa import Conversation
+from tapas_tf.qa.tables import AskError, check_frame, header_width, read_csv_bytes
 
 EXAMPLE_TABLES_DIR = os.path.join(os.path.dirname(os.path.abspath(tapas_tf.data.__file__)), "example_tables")
 # What the page accepts as a CSV file. A CSV is text, so the name is the only cheap sign of a
@@ -313,7 +313,7 @@ class SortedNotes:
     details: List[str]
 
 
-# The ask API's routine sentences (tapas_tf/inference/ask_encoding.py, TableEncoder._diagnostics):
+# The ask API's routine sentences (tapas_tf/qa/ask_encoding.py, TableEncoder._diagnostics):
 # the same for most questions about a table and no reason to doubt an answer. The page says each
 # once per table, in these words, and keeps the exact sentence in the answer's details.
 _ROUTINE_NOTES = (
@@ -327,7 +327,7 @@ _ROUTINE_NOTES = (
      "are less reliable."),
 )
 # Sentences that change what an answer means, in plain words; anything else the ask API says
-# (the note of a model that cannot count, tapas_tf/inference/question_hints.py) is shown as it is.
+# (the note of a model that cannot count, tapas_tf/qa/question_hints.py) is shown as it is.
 _PRUNED = re.compile(r"^The table was pruned to the (\d+) of (\d+) rows and (\d+) of (\d+) columns")
 _UNKNOWN_WORDS = re.compile(r"^\d+ of the question's \d+ word pieces are unknown")
 

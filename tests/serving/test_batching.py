@@ -1,4 +1,4 @@
-"""QuestionBatcher (tapas_tf/inference/batching.py): batches of concurrent questions, bounded, and a
+"""QuestionBatcher (tapas_tf/serving/batching.py): batches of concurrent questions, bounded, and a
 failing question failing alone; DirectAnswers, each question on its caller's thread, for a runner
 that takes concurrent calls. No model: `answer_batch` is a stand-in that records its batches,
 and events (not sleeps) decide what is queued when."""
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tapas_tf.inference.batching import DirectAnswers, QuestionBatcher, answerer_for
+from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher, answerer_for
 
 
 class GatedAnswers:

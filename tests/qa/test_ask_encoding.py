@@ -1,4 +1,4 @@
-"""The ask path's encoder (tapas_tf/inference/ask_encoding.py): what a question costs on a table that fits.
+"""The ask path's encoder (tapas_tf/qa/ask_encoding.py): what a question costs on a table that fits.
 
 A table that fits is neither ranked nor copied per question (ranking reads every cell, and was
 most of a question's encoding time on a small table); the features are the very ones the general
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from tapas_tf.features.conversion_config import ConversionConfig
-from tapas_tf.inference import ask_encoding, pruning
-from tapas_tf.inference.ask_encoding import BUCKETS, TableEncoder, bucket_length
+from tapas_tf.qa import ask_encoding, pruning
+from tapas_tf.qa.ask_encoding import BUCKETS, TableEncoder, bucket_length
 from tests.vocab_fixture import write_test_vocab
 
 CITIES = pd.DataFrame({"city": ["paris", "london", "berlin"], "population": ["2", "9", "4"],

@@ -36,8 +36,8 @@ from tapas_tf.features.conversion_config import ConversionConfig, ConversionErro
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
 from tapas_tf.features.table_encoding import table_fingerprint
 from tapas_tf.features.tokenization import TapasTokenizer
-from tapas_tf.inference import pruning
-from tapas_tf.inference.tables import AskError, TableLike, read_table, table_from_frame
+from tapas_tf.qa import pruning
+from tapas_tf.qa.tables import AskError, TableLike, read_table, table_from_frame
 
 # Every 32 tokens up to 256, then every 64: a question pads by at most 31 tokens (63 beyond 256),
 # which the model pays in full (the bundled model: 3.0 ms at 256 tokens, 2.4 ms at 224).

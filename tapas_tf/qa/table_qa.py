@@ -42,18 +42,18 @@ from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.checkpoints.bundled import bundled_model_dir
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.features.vocab import resolve_vocab_file
-from tapas_tf.inference import lite_model
-from tapas_tf.inference.ask_encoding import (
+from tapas_tf.qa import lite_model
+from tapas_tf.qa.ask_encoding import (
     MODEL_INPUT_FEATURES,
     EncodedQuestion,
     PreparedTable,
     TableEncoder,
 )
-from tapas_tf.inference.ask_results import AskResult, decode_answer
-from tapas_tf.inference.backends import BACKENDS, PRECISIONS
+from tapas_tf.qa.ask_results import AskResult, decode_answer
+from tapas_tf.qa.backends import BACKENDS, PRECISIONS
 from tapas_tf.inference.decoding import DecodingRule
-from tapas_tf.inference.question_hints import no_aggregation_head_note
-from tapas_tf.inference.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
+from tapas_tf.qa.question_hints import no_aggregation_head_note
+from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
 
@@ -67,23 +67,18 @@ class TableQA:
         head, "aggregation_logits" <float32>[rows, num_agg]; `runner.has_aggregation_head` and
         `runner.backend` say what it is (`tf_runner.TensorFlowRunner`, `lite_model.LiteRunner`).
       encoder: the matching `TableEncoder` (conversion limits, vocabulary, pruning).
-      threshold: a cell is selected when its probability is above it.
-      fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
-        probable cell instead of answering nothing (off: Google's and Hugging Face's decoding).
-      expected_count: COUNT counts the k most probable cells, k the sum of the cell
-        probabilities rounded (for models trained from answers only, such as WTQ's; off:
-        Google's and Hugging Face's decoding). See `decoding.expected_count_cells`.
+      rule: how probabilities become cells (`decoding.DecodingRule`; the default is Google's and
+        Hugging Face's: the cells above 0.5). `from_model_dir` starts from the model's own rule.
       name: which model this is; every result carries it (`AskResult.model`).
 
     A model without an aggregation head answers a question that reads like counting or arithmetic
     ("how many", "total") with cells and a note saying so (`question_hints`).
     """
 
-    def __init__(self, runner, encoder: TableEncoder, threshold: float = 0.5, fallback_to_best_cell: bool = False,
-                 expected_count: bool = False, name: str = "model"):
+    def __init__(self, runner, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), name: str = "model"):
         self.runner = runner
         self.encoder = encoder
-        self.rule = DecodingRule(threshold, fallback_to_best_cell, expected_count)
+        self.rule = rule
         self.name = name
 
     @property
@@ -108,7 +103,8 @@ class TableQA:
     def from_model_dir(cls, model_dir: Optional[str] = None, checkpoint: Optional[str] = None,
                        vocab_file: Optional[str] = None, prune: bool = True, max_seq_length: Optional[int] = None,
                        backend: str = "auto", jit_compile: bool = False, precision: str = "float32",
-                       **options) -> "TableQA":
+                       name: Optional[str] = None, rule: Optional[DecodingRule] = None,
+                       **decoding) -> "TableQA":
         """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
         without one, the bundled model (`tapas_tf.checkpoints.bundled`).
 
@@ -123,10 +119,10 @@ class TableQA:
         The vocabulary is `vocab_file`, else the model directory's `vocab.txt`, else BERT's uncased
         vocabulary (with `[EMPTY]`), which is what every released TAPAS model uses.
 
-        `fallback_to_best_cell` and `expected_count` left out (or None) follow the model: on for a
-        model trained from answers only (`use_answer_as_supervision`, as WTQ's), whose COUNT is
-        trained through the expected count and whose cells often stay below the threshold; off
-        otherwise (Google's and Hugging Face's decoding).
+        Decoding starts from `rule`, else the model's own (`DecodingRule.for_model`: the best cell
+        rather than nothing for models that select one column, as SQA's and WTQ's; the expected
+        count for models trained from answers only); the `decoding` options given and not None
+        (`threshold=0.4`, `fallback_to_best_cell=False`, any `DecodingRule` field) replace its own.
         """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -134,21 +130,18 @@ class TableQA:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if model_dir is None:
             model_dir = bundled_model_dir()
-            name = f"bundled {os.path.basename(model_dir)}"
+            name = name or f"bundled {os.path.basename(model_dir)}"
         else:
-            name = os.path.basename(os.path.normpath(model_dir))
+            name = name or os.path.basename(os.path.normpath(model_dir))
         runner, config = _load_runner(model_dir, checkpoint, backend, jit_compile, precision)
-        for rule in ("fallback_to_best_cell", "expected_count"):
-            if options.get(rule) is None:
-                options[rule] = bool(config.use_answer_as_supervision)
-        options.setdefault("name", name)
+        rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
         local_vocab = os.path.join(model_dir, "vocab.txt")
         vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
         # tensorflow-text's tokenizer (equal output on printable ASCII) would load TensorFlow.
         tokenizer = TapasTokenizer(vocab, use_fast=runner.backend == "TensorFlow")
         encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
                                          tokenizer=tokenizer)
-        return cls(runner, encoder, **options)
+        return cls(runner, encoder, rule, name)
 
     @classmethod
     def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
@@ -261,7 +254,7 @@ def _load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_co
                 raise
             if e.present:
                 logging.warning("%s; answering with TensorFlow", e)
-    from tapas_tf.inference.tf_runner import TensorFlowRunner  # pylint: disable=import-outside-toplevel
+    from tapas_tf.qa.tf_runner import TensorFlowRunner  # pylint: disable=import-outside-toplevel
 
     config = model_dir_lib.load_config(model_dir)
     return TensorFlowRunner.from_model_dir(model_dir, checkpoint, config, jit_compile=jit_compile,

@@ -16,9 +16,9 @@ import types
 import pytest
 
 from tapas_tf.data.readers.common import make_table
-from tapas_tf.inference.ask_results import AskResult, SelectedCell
-from tapas_tf.inference.console import Console, read_table_file
-from tapas_tf.inference.tables import AskError
+from tapas_tf.qa.ask_results import AskResult, SelectedCell
+from tapas_tf.qa.console import Console, read_table_file
+from tapas_tf.qa.tables import AskError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE = os.path.join(ROOT, "tapas_tf", "data", "example_tables", "aerial_lift_pylons.csv")

@@ -12,7 +12,7 @@ import html
 from typing import List, Optional, Sequence, Set
 
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.inference.ask_results import AskResult, format_number
+from tapas_tf.qa.ask_results import AskResult, format_number
 
 _CELL_WIDTH = 24
 

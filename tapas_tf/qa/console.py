@@ -15,9 +15,9 @@ from typing import List, Optional, Sequence, TextIO
 import pandas as pd
 
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.inference.ask_results import AskResult
-from tapas_tf.inference.rendering import render_html, render_text
-from tapas_tf.inference.tables import AskError, check_frame, read_table
+from tapas_tf.qa.ask_results import AskResult
+from tapas_tf.qa.rendering import render_html, render_text
+from tapas_tf.qa.tables import AskError, check_frame, read_table
 
 QUIT = (":quit", ":q")
 NEW = ":new"

@@ -26,8 +26,8 @@ import threading
 import time
 from typing import Callable, List, Optional, Sequence
 
-from tapas_tf.inference.ask_encoding import EncodedQuestion
-from tapas_tf.inference.ask_results import AskResult
+from tapas_tf.qa.ask_encoding import EncodedQuestion
+from tapas_tf.qa.ask_results import AskResult
 
 AnswerBatch = Callable[[Sequence[EncodedQuestion]], List[AskResult]]
 DEFAULT_MAX_BATCH = 16

@@ -1,4 +1,4 @@
-"""SavedModel export (tapas_tf/inference/export.py) and run_task.py --mode=export.
+"""SavedModel export (tapas_tf/serving/export.py) and run_task.py --mode=export.
 
 Two tiny untrained models (hidden 32, 2 layers, seeded; the cell head's weights scaled up and its
 bias centred on the fixture's cells, so that about half of the cells are selected and none is near
@@ -29,7 +29,8 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, to_tf_example  # noqa: E402
-from tapas_tf.inference import decoding, export  # noqa: E402
+from tapas_tf.inference import decoding  # noqa: E402
+from tapas_tf.serving import export  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
 from tests.inference.test_sequential import save_model_dir  # noqa: E402

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tapas_tf.inference import pruning
-from tapas_tf.inference.tables import (
+from tapas_tf.qa import pruning
+from tapas_tf.qa.tables import (
     AskError,
     cell_text,
     column_name,

@@ -1,4 +1,4 @@
-"""The web page's server (tapas_tf/inference/web_app.py): every endpoint in-process, no browser.
+"""The web page's server (tapas_tf/serving/web_app.py): every endpoint in-process, no browser.
 
 The model is the trained one of test_sequential, so answers are known: "which city?" selects the
 three cities; after "what population?" (paris's 2) the follow-up "which city?" selects berlin.
@@ -21,9 +21,9 @@ pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[we
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from tapas_tf.inference import web_app, web_sessions  # noqa: E402
-from tapas_tf.inference.ask_results import AskResult, SelectedCell  # noqa: E402
-from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tapas_tf.serving import web_app, web_sessions  # noqa: E402
+from tapas_tf.qa.ask_results import AskResult, SelectedCell  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROOT, ROWS  # noqa: E402
 
 CITIES_CSV = pd.DataFrame(ROWS, columns=HEADER).to_csv(index=False).encode("utf-8")
@@ -259,8 +259,8 @@ def test_every_diagnostic_of_the_ask_api_is_sorted_for_the_page(qa):
     """The sentences come from the ask API itself (`TableEncoder._diagnostics`, the table's and the
     note of a model that cannot count), so a changed sentence fails here, not on the page."""
     from tapas_tf.features.classifier_examples import STAT_CELLS_TRIMMED, STAT_RANKS_CLAMPED
-    from tapas_tf.inference import pruning
-    from tapas_tf.inference.question_hints import no_aggregation_head_note
+    from tapas_tf.qa import pruning
+    from tapas_tf.qa.question_hints import no_aggregation_head_note
 
     encoder = qa.encoder
     frame = pd.DataFrame([[f"town{i}", "", str(i)] for i in range(300)], columns=["name", "", "name"])

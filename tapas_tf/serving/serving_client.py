@@ -29,10 +29,10 @@ import numpy as np
 
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.vocab import resolve_vocab_file
-from tapas_tf.inference.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder
-from tapas_tf.inference.ask_results import AskResult, decode_answer
+from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder
+from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.inference.decoding import DecodingRule
-from tapas_tf.inference.tables import TableLike
+from tapas_tf.qa.tables import TableLike
 
 PREDICT_FEATURES = "predict_features"
 SERVING_DEFAULT = "serving_default"
@@ -183,29 +183,28 @@ class ServingClient:
     Args:
       url: the model's URL, e.g. "http://localhost:8501/v1/models/tapas" (`:predict` is added).
       encoder: see `served_encoder`.
-      threshold: a cell is selected when its probability is above it.
-      fallback_to_best_cell: a NONE answer with no cell above the threshold takes its most
-        probable cell (as `TableQA`).
-      expected_count: COUNT counts the k most probable cells, k the expected count (as `TableQA`).
+      rule: how probabilities become cells (`decoding.DecodingRule`, as `TableQA`'s); `decoding`
+        options (`threshold=0.4`, `fallback_to_best_cell=True`, ...) replace its own.
       timeout: seconds to wait for an answer.
       transport: sends a request; default `post_json` (tests pass a function that runs the
         SavedModel in process).
     """
 
-    def __init__(self, url: str, encoder: TableEncoder, threshold: float = 0.5, timeout: float = 60.0,
-                 transport: Transport = post_json, fallback_to_best_cell: bool = False,
-                 expected_count: bool = False):
+    def __init__(self, url: str, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), timeout: float = 60.0,
+                 transport: Transport = post_json, **decoding):
         self.url = predict_url(url)
         self.encoder = encoder
-        self.rule = DecodingRule(threshold, fallback_to_best_cell, expected_count)
+        self.rule = rule.with_overrides(**decoding)
         self.timeout = timeout
         self.transport = transport
 
     @classmethod
     def from_export(cls, url: str, export_dir: str, vocab_file: Optional[str] = None, prune: bool = True,
                     **options) -> "ServingClient":
-        """A client whose encoder matches the export's config and vocabulary (a version or base dir)."""
+        """A client whose encoder and decoding rule match the export's config and vocabulary (a
+        version or base dir)."""
         config, vocab = read_export_assets(export_dir)
+        options.setdefault("rule", DecodingRule.for_model(config))  # The exported model's own rule.
         return cls(url, served_encoder(config, vocab_file or vocab, prune), **options)
 
     def predict(self, features: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -243,7 +242,7 @@ def ask_served(url: str, table: TableLike, question: str, export_dir: Optional[s
       url: the model's URL, e.g. "http://localhost:8501/v1/models/tapas".
       export_dir: the export (base or version directory) for its config and vocabulary; without
         it, the limits of released TAPAS models and BERT's uncased vocabulary.
-      options: ServingClient's (threshold, fallback_to_best_cell, expected_count, timeout, transport).
+      options: ServingClient's (rule, timeout, transport, and decoding options such as threshold).
     """
     if export_dir is not None:
         client = ServingClient.from_export(url, export_dir, **options)

@@ -18,10 +18,10 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
-from tapas_tf.inference.ask_encoding import BUCKETS  # noqa: E402
-from tapas_tf.inference.ask_results import decode_answer, format_number  # noqa: E402
-from tapas_tf.inference.rendering import render_html, render_text  # noqa: E402
-from tapas_tf.inference.table_qa import AskError, TableQA  # noqa: E402
+from tapas_tf.qa.ask_encoding import BUCKETS  # noqa: E402
+from tapas_tf.qa.ask_results import decode_answer, format_number  # noqa: E402
+from tapas_tf.qa.rendering import render_html, render_text  # noqa: E402
+from tapas_tf.qa.table_qa import AskError, TableQA  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROWS, write_random_model_dir  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -227,7 +227,8 @@ def test_renderings_mark_the_selected_cells(trained_qa):
 def test_fallback_to_best_cell_answers_when_no_cell_passes_the_threshold(trained, trained_qa):
     _, table = trained_qa
     # No probability is above 1.0: the plain rule answers nothing.
-    strict = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], threshold=1.0)
+    strict = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], threshold=1.0,
+                                    fallback_to_best_cell=False)
     assert strict.answer(table, "which city?").coordinates == ()
     fallback = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], threshold=1.0,
                                       fallback_to_best_cell=True)
@@ -271,11 +272,15 @@ def test_cli_fallback_to_best_cell(trained, trained_qa):
     _, table = trained_qa
     common = (f"--model_dir={trained['model_dir']}", f"--table={table}", f"--vocab_file={trained['vocab']}",
               "--json", "--threshold=1.0")
-    plain, fallback = _ask_cli(*common, "which city?"), _ask_cli(*common, "--fallback_to_best_cell", "which city?")
-    assert plain.returncode == fallback.returncode == 0, (plain.stderr[-2000:], fallback.stderr[-2000:])
+    plain = _ask_cli(*common, "--nofallback_to_best_cell", "which city?")
+    fallback, default = _ask_cli(*common, "--fallback_to_best_cell", "which city?"), _ask_cli(*common, "which city?")
+    assert plain.returncode == fallback.returncode == default.returncode == 0, (plain.stderr[-2000:],
+                                                                                fallback.stderr[-2000:])
     assert json.loads(plain.stdout.splitlines()[0])["cells"] == []
     cells = json.loads(fallback.stdout.splitlines()[0])["cells"]
     assert len(cells) == 1 and cells[0]["column_name"] == "city"
+    # The model selects one column (SQA's preset): by default it answers its best cell, not nothing.
+    assert json.loads(default.stdout.splitlines()[0])["cells"] == cells
 
 
 def test_cli_without_model_dir_answers_with_the_bundled_model():

@@ -8,9 +8,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from tapas_tf.inference.rendering import render_text  # noqa: E402
-from tapas_tf.inference.question_hints import aggregation_cue, no_aggregation_head_note  # noqa: E402
-from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tapas_tf.qa.rendering import render_text  # noqa: E402
+from tapas_tf.qa.question_hints import aggregation_cue, no_aggregation_head_note  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import write_random_model_dir  # noqa: E402
 
 TABLE = pd.DataFrame({"city": ["paris", "rome"], "population": ["2,100", "2,800"]})
@@ -41,6 +41,7 @@ def test_the_note_quotes_the_cue():
 def models(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("models")
     return {"cells_only": write_random_model_dir(tmp_path / "cells_only"),
+            "any_column": write_random_model_dir(tmp_path / "any_column", select_one_column=False),
             "wtq_like": write_random_model_dir(tmp_path / "wtq_like", num_aggregation_labels=4,
                                                use_answer_as_supervision=True, cell_selection_preference=0.2,
                                                answer_loss_cutoff=0.6, huber_loss_delta=0.12)}
@@ -70,10 +71,13 @@ def test_every_answer_names_its_model(models):
 
 
 def test_decoding_defaults_follow_the_models_supervision(models):
-    """Answer-only (WTQ-style) models get the best-cell fallback and the expected count by default."""
+    """Answer-only (WTQ-style) models get the best-cell fallback and the expected count by default;
+    a model that selects one column (SQA-style) the fallback only; other models neither."""
     assert TableQA.from_model_dir(models["wtq_like"]).rule.fallback_to_best_cell
     assert TableQA.from_model_dir(models["wtq_like"]).rule.expected_count
-    assert not TableQA.from_model_dir(models["cells_only"]).rule.fallback_to_best_cell
-    assert not TableQA.from_model_dir(models["cells_only"]).rule.expected_count
+    sqa_like = TableQA.from_model_dir(models["cells_only"]).rule  # tiny_config: select_one_column.
+    assert sqa_like.fallback_to_best_cell and not sqa_like.expected_count
+    neither = TableQA.from_model_dir(models["any_column"]).rule
+    assert not neither.fallback_to_best_cell and not neither.expected_count
     explicit = TableQA.from_model_dir(models["wtq_like"], fallback_to_best_cell=False, expected_count=None)
     assert not explicit.rule.fallback_to_best_cell and explicit.rule.expected_count

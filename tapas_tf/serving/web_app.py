@@ -51,10 +51,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tapas_tf.inference.batching import DirectAnswers, QuestionBatcher, answerer_for
-from tapas_tf.inference.table_qa import TableQA
-from tapas_tf.inference.tables import AskError
-from tapas_tf.inference.web_sessions import (
+from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher, answerer_for
+from tapas_tf.qa.table_qa import TableQA
+from tapas_tf.qa.tables import AskError
+from tapas_tf.serving.web_sessions import (
     SessionStore,
     WebError,
     WebLimits,

@@ -1,4 +1,4 @@
-"""The web server under load and hostile input (tapas_tf/inference/web_app.py, real HTTP on loopback).
+"""The web server under load and hostile input (tapas_tf/serving/web_app.py, real HTTP on loopback).
 
 - A table with too many columns is refused on its header, before pandas parses the file.
 - Converting an upload holds no lock: another session's question is answered meanwhile.
@@ -32,11 +32,12 @@ pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[we
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from tapas_tf.inference import tables, web_app, web_sessions  # noqa: E402
-from tapas_tf.inference.batching import DirectAnswers, QuestionBatcher  # noqa: E402
-from tapas_tf.inference.table_qa import TableQA  # noqa: E402
+from tapas_tf.qa import tables  # noqa: E402
+from tapas_tf.serving import web_app, web_sessions  # noqa: E402
+from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import ROOT  # noqa: E402
-from tests.inference.test_web_app import CITIES_CSV, LIMITS  # noqa: E402
+from tests.serving.test_web_app import CITIES_CSV, LIMITS  # noqa: E402
 
 WAIT = 60  # Seconds before a test that waits for an event gives up: a bound, not a measurement.
 
