@@ -388,7 +388,7 @@ def test_metrics_json_and_summaries_of_known_predictions(tmp_path, monkeypatch):
     expected = {"ALL": 6 / 8, "SEQ": 1 / 3, "Q1": 2 / 3, "Q2": 2 / 3, "Q3": 1.0, "Q4+": 1.0,
                 "num_questions": 8, "num_sequences": 3, "num_conversion_failures": 1,
                 "conversion_failures": {"invalid_answer": 1}, "previous_answers": "predicted",
-                "decoding": {"fallback_to_best_cell": False, "expected_count": False}}
+                "decoding": {"threshold": 0.5, "fallback_to_best_cell": False, "expected_count": False}}
     assert json.load(open(model_dir / "predictions" / "dev_metrics.json")) == expected
     assert outcome.metrics == expected
     rows = {r.question_id: r for r in read_predictions_tsv(str(model_dir / "predictions" / "dev.tsv"))}
