@@ -38,8 +38,8 @@ import requests  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tapas_tf.serving import web_app  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
+from tapas_tf.serving import web_app  # noqa: E402
 
 DEFAULT_QUESTIONS = ["which city had the most passengers?", "which of them are in canada?",
                      "how many passengers flew to them?"]

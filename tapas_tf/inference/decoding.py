@@ -119,8 +119,9 @@ class DecodingRule:
         return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
     def as_dict(self) -> Dict[str, Any]:
-        """Every option by name (what a metrics file records)."""
-        return dataclasses.asdict(self)
+        """Every option by name (what a metrics file records, and `decode` passes on). Options are
+        plain values, so a shallow copy: `dataclasses.asdict` deep-copies, on every decoded question."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
     def decode(self, question_id: str, probabilities: np.ndarray, column_ids: np.ndarray, row_ids: np.ndarray,
                input_mask: np.ndarray, aggregation_logits: Optional[np.ndarray] = None,

@@ -13,8 +13,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from tapas_tf.inference import execution
-from tapas_tf.qa.ask_encoding import EncodedQuestion
 from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule
+from tapas_tf.qa.ask_encoding import EncodedQuestion
 
 Coordinate = Tuple[int, int]
 

@@ -42,6 +42,7 @@ from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.checkpoints.bundled import bundled_model_dir
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.features.vocab import resolve_vocab_file
+from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa import lite_model
 from tapas_tf.qa.ask_encoding import (
     MODEL_INPUT_FEATURES,
@@ -51,7 +52,6 @@ from tapas_tf.qa.ask_encoding import (
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
-from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa.question_hints import no_aggregation_head_note
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 

@@ -21,8 +21,8 @@ import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
-from tapas_tf.qa.backends import PRECISIONS  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering  # noqa: E402
+from tapas_tf.qa.backends import PRECISIONS  # noqa: E402
 
 # What answering needs from the model.
 OUTPUTS = ("probabilities", "aggregation_logits")

@@ -29,9 +29,9 @@ import numpy as np
 
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.vocab import resolve_vocab_file
+from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder
 from tapas_tf.qa.ask_results import AskResult, decode_answer
-from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa.tables import TableLike
 
 PREDICT_FEATURES = "predict_features"

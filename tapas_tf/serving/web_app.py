@@ -51,9 +51,9 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher, answerer_for
 from tapas_tf.qa.table_qa import TableQA
 from tapas_tf.qa.tables import AskError
+from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher, answerer_for
 from tapas_tf.serving.web_sessions import (
     SessionStore,
     WebError,

@@ -15,8 +15,8 @@ from tapas_tf.checkpoints import (
     model_dir as model_dir_lib,  # noqa: E402
 )
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR, bundled_model_dir  # noqa: E402
-from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import (  # noqa: E402, F401 (trained is a fixture)
     HEADER,
     ROWS,

@@ -8,8 +8,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from tapas_tf.qa.rendering import render_text  # noqa: E402
 from tapas_tf.qa.question_hints import aggregation_cue, no_aggregation_head_note  # noqa: E402
+from tapas_tf.qa.rendering import render_text  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import write_random_model_dir  # noqa: E402
 

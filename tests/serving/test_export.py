@@ -30,8 +30,8 @@ import tf_keras  # noqa: E402
 
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, to_tf_example  # noqa: E402
 from tapas_tf.inference import decoding  # noqa: E402
-from tapas_tf.serving import export  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tapas_tf.serving import export  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
 from tests.inference.test_sequential import save_model_dir  # noqa: E402
 from tests.model_fixtures import tiny_config  # noqa: E402

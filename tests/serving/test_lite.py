@@ -23,10 +23,10 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR  # noqa: E402
-from tapas_tf.qa import lite_model  # noqa: E402
-from tapas_tf.serving import lite_export  # noqa: E402
-from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
+from tapas_tf.qa import lite_model  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
+from tapas_tf.serving import lite_export  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config  # noqa: E402
 from tests.vocab_fixture import write_test_vocab  # noqa: E402
 

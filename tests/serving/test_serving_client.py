@@ -23,9 +23,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.serving import export, serving_client  # noqa: E402
 from tapas_tf.serving.serving_client import ServingClient, ServingError  # noqa: E402
-from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROWS  # noqa: E402
 
 FRAME = pd.DataFrame(ROWS, columns=HEADER)

@@ -21,9 +21,9 @@ pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[we
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from tapas_tf.serving import web_app, web_sessions  # noqa: E402
 from tapas_tf.qa.ask_results import AskResult, SelectedCell  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
+from tapas_tf.serving import web_app, web_sessions  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROOT, ROWS  # noqa: E402
 
 CITIES_CSV = pd.DataFrame(ROWS, columns=HEADER).to_csv(index=False).encode("utf-8")

@@ -26,8 +26,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from tapas_tf.serving import web_app  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
+from tapas_tf.serving import web_app  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROWS  # noqa: E402
 from tests.serving.test_web_app import sum_of_column  # noqa: E402
 

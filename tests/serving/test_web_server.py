@@ -33,9 +33,9 @@ pytest.importorskip("starlette", reason="the web extra: pip install 'tapas-tf[we
 from starlette.testclient import TestClient  # noqa: E402
 
 from tapas_tf.qa import tables  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.serving import web_app, web_sessions  # noqa: E402
 from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher  # noqa: E402
-from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import ROOT  # noqa: E402
 from tests.serving.test_web_app import CITIES_CSV, LIMITS  # noqa: E402
 
