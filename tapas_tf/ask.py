@@ -46,7 +46,7 @@ def main(argv: List[str]) -> None:
     try:
         table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
         qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend)
-        qa.name = f"{qa.name} ({qa.backend})"  # answered by: bundled sqa_tiny (LiteRT)
+        qa.show_backend = True  # answered by: bundled sqa_tiny (LiteRT)
         console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
         console.run(qa.conversation(table), question, sys.stdin)
     except (AskError, FileNotFoundError, ValueError) as e:

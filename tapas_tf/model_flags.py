@@ -20,6 +20,10 @@ flags.DEFINE_string("model", None, "A released model by name, downloaded and imp
                     "(https://.../tapas_sqa_inter_masklm_base_reset.zip[#sha256=HEX]).")
 flags.DEFINE_string("model_revision", None, "The Hub revision (branch, tag or commit) of --model; "
                     "default main.")
+flags.DEFINE_string("aggregation_model_dir", None, "A second model directory, with an aggregation head, that "
+                    "answers the questions which read like counting or arithmetic (\"how many\", \"total\") "
+                    "and follow up no earlier answer; default, with the bundled model, the bundled aggregation "
+                    "model; 'none' turns it off.")
 flags.DEFINE_string("vocab_file", None, "Vocabulary; default the model directory's vocab.txt, else BERT's.")
 # --threshold, --fallback_to_best_cell, --expected_count: one flag per DecodingRule option.
 cli.define_option_flags(DecodingRule.flag_specs(), "Default: the model's own rule (the best cell for models "
@@ -34,7 +38,7 @@ flags.register_multi_flags_validator(["model", "model_revision"],
 def table_qa_options() -> Dict[str, Any]:
     """`TableQA.from_model_dir` keyword arguments from the flags (the model directory included)."""
     return dict(model_dir=FLAGS.model_dir, vocab_file=FLAGS.vocab_file,
-                **cli.option_flag_values(DecodingRule.flag_specs()))
+                aggregation_model_dir=FLAGS.aggregation_model_dir, **cli.option_flag_values(DecodingRule.flag_specs()))
 
 
 def load_table_qa(**options):

@@ -1,24 +1,54 @@
-"""The model shipped inside the package: a tiny TAPAS fine-tuned on SQA, weights in float16.
+"""The models shipped inside the package, each a compact model directory (weights in float16 or int8).
 
-    from tapas_tf.checkpoints.bundled import bundled_model_dir
-    TableQA.from_model_dir(bundled_model_dir())      # what TableQA.from_model_dir() does
+    from tapas_tf.checkpoints.bundled import bundled_model_dir, bundled_aggregation_model_dir
+    TableQA.from_model_dir()      # the bundled models, as below
 
-It is a compact model directory (`tapas_tf.checkpoints.compact`); its `compact.json` gives the
-commands that trained it and its SQA dev scores, and `docs/RESULTS.md` the whole experiment.
-It is small (L2/H128) and answers the kind of questions SQA asks (which rows, which cells); for
-aggregation questions, import a released WTQ checkpoint (`tapas_tf.import_checkpoint`).
+Two roles, one directory each under `bundled/`:
+
+- the conversation model (`BUNDLED_DIR`, `bundled_model_dir()`): trained on SQA, it selects cells
+  and reads the previous answer of a conversation (which rows, which cells, "which of them ...");
+- the aggregation model (`AGGREGATION_DIR`, `bundled_aggregation_model_dir()`): trained on
+  WikiTableQuestions from answers alone, with an aggregation head (COUNT, SUM, AVERAGE); `TableQA`
+  hands it the first questions of a conversation that read like counting or arithmetic
+  ("how many", "total"; `qa.question_hints`). An installation may lack it (None).
+
+Each directory's `compact.json` gives the commands that trained the model and its dev scores;
+`docs/RESULTS.md` has the whole experiments, `docs/MODELS.md` what each model is good for.
 """
 
 import os
+from typing import Optional
 
-BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled", "sqa_tiny")
+BUNDLED_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
+BUNDLED_DIR = os.path.join(BUNDLED_ROOT, "sqa_tiny")
+AGGREGATION_DIR = os.path.join(BUNDLED_ROOT, "wtq_minilm")
+# Every bundled model's weights together (the repository carries them): npz and LiteRT copies.
+MAX_BUNDLED_BYTES = 60 * 1000 * 1000
 
 
 def bundled_model_dir() -> str:
-    """The directory of the bundled model; FileNotFoundError if this installation lacks it."""
+    """The directory of the bundled conversation model; FileNotFoundError if this installation lacks it."""
     from tapas_tf.checkpoints import model_dir
 
     if not model_dir.has_compact_weights(BUNDLED_DIR):
         raise FileNotFoundError(f"no bundled model in {BUNDLED_DIR} (an installation without package data?); "
                                 "pass a model directory instead")
     return BUNDLED_DIR
+
+
+def bundled_aggregation_model_dir() -> Optional[str]:
+    """The directory of the bundled aggregation model, or None if this installation has none."""
+    from tapas_tf.checkpoints import model_dir
+
+    return AGGREGATION_DIR if model_dir.has_compact_weights(AGGREGATION_DIR) else None
+
+
+def bundled_weights_bytes(root: str = BUNDLED_ROOT) -> int:
+    """Bytes of every bundled model's weights under `root`: compact weights and LiteRT copies."""
+    total = 0
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        directory = os.path.join(root, name)
+        if os.path.isdir(directory):
+            total += sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory)
+                         if f.endswith((".npz", ".tflite")))
+    return total

@@ -67,6 +67,8 @@ class EncodedQuestion:
       pruned: the table the model saw (possibly cut), with the way back to the user's cells.
       stats: limits applied by conversion (`classifier_examples.STAT_*`).
       diagnostics: what a user should know about this answer's input, one sentence each.
+      for_aggregation_model: encoded for the aggregation model of a pair (`TableQA.encode`), which
+        answers it.
     """
 
     question: str
@@ -75,6 +77,7 @@ class EncodedQuestion:
     pruned: pruning.PrunedTable
     stats: Dict[str, int]
     diagnostics: Tuple[str, ...]
+    for_aggregation_model: bool = False
 
 
 def bucket_length(length: int, buckets: Sequence[int]) -> int:

@@ -11,6 +11,13 @@
 
     qa.answer_many(frame, ["q1", "q2", ...])   # one conversion of the table, batched model calls
 
+Without a model directory, `TableQA.from_model_dir()` is the bundled pair of models: a small
+conversational model (SQA) answers, and a question that reads like counting or arithmetic ("how
+many", "total", `question_hints`) and does not follow up an earlier answer goes to the bundled
+aggregation model (WikiTableQuestions: COUNT, SUM, AVERAGE), which is loaded the first time such a
+question comes. Every result names the model that answered (`AskResult.model`). A pair of your
+own: `from_model_dir("my_sqa", aggregation_model_dir="my_wtq")`.
+
 The model stays loaded and warm. Each question runs at the smallest sequence bucket that holds it
 (32 ... 512 tokens), with one compiled function per bucket. Tables bigger than the model holds
 are pruned to the rows and columns most related to the question (`prune=True`, the default) and
@@ -33,13 +40,14 @@ This module imports no TensorFlow; the TensorFlow backend loads it when chosen.
 import dataclasses
 import logging
 import os
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+import threading
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
-from tapas_tf.checkpoints.bundled import bundled_model_dir
+from tapas_tf.checkpoints.bundled import BUNDLED_ROOT, bundled_aggregation_model_dir, bundled_model_dir
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
@@ -52,7 +60,7 @@ from tapas_tf.qa.ask_encoding import (
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
-from tapas_tf.qa.question_hints import no_aggregation_head_note
+from tapas_tf.qa.question_hints import aggregation_cue, no_aggregation_head_note
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
@@ -70,16 +78,39 @@ class TableQA:
       rule: how probabilities become cells (`decoding.DecodingRule`; the default is Google's and
         Hugging Face's: the cells above 0.5). `from_model_dir` starts from the model's own rule.
       name: which model this is; every result carries it (`AskResult.model`).
+      aggregation_model: a second model (a `TableQA` with an aggregation head, or a function that
+        loads one on first use) that answers the questions which read like counting or arithmetic
+        and do not follow up a previous answer (`encode`); None: this model answers everything.
 
     A model without an aggregation head answers a question that reads like counting or arithmetic
     ("how many", "total") with cells and a note saying so (`question_hints`).
     """
 
-    def __init__(self, runner, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), name: str = "model"):
+    def __init__(self, runner, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), name: str = "model",
+                 aggregation_model: Union[None, "TableQA", Callable[[], "TableQA"]] = None):
         self.runner = runner
         self.encoder = encoder
         self.rule = rule
         self.name = name
+        self.show_backend = False  # Results name the backend too: "bundled sqa_tiny (LiteRT)".
+        self._aggregation_model = aggregation_model
+        self._aggregation_lock = threading.Lock()
+
+    @property
+    def aggregation_model(self) -> Optional["TableQA"]:
+        """The model that answers aggregation questions (loaded now if it is not yet), or None."""
+        if callable(self._aggregation_model):
+            with self._aggregation_lock:  # A server's threads may ask at once: load it once.
+                if callable(self._aggregation_model):
+                    loaded = self._aggregation_model()
+                    loaded.show_backend = self.show_backend
+                    self._aggregation_model = loaded
+        return self._aggregation_model
+
+    @property
+    def display_name(self) -> str:
+        """The name results carry: `name`, with the backend when `show_backend`."""
+        return f"{self.name} ({self.backend})" if self.show_backend else self.name
 
     @property
     def backend(self) -> str:
@@ -104,9 +135,14 @@ class TableQA:
                        vocab_file: Optional[str] = None, prune: bool = True, max_seq_length: Optional[int] = None,
                        backend: str = "auto", jit_compile: bool = False, precision: str = "float32",
                        name: Optional[str] = None, rule: Optional[DecodingRule] = None,
-                       **decoding) -> "TableQA":
+                       aggregation_model_dir: Optional[str] = None, **decoding) -> "TableQA":
         """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
-        without one, the bundled model (`tapas_tf.checkpoints.bundled`).
+        without one, the bundled models (`tapas_tf.checkpoints.bundled`).
+
+        `aggregation_model_dir` is a second model, with an aggregation head, for the questions that
+        read like counting or arithmetic and do not follow up a previous answer (the module
+        docstring); it loads, with the same options, when the first such question comes. Without
+        `model_dir` it defaults to the bundled aggregation model; "" (or "none") turns it off.
 
         `backend` is "auto", "lite" or "tensorflow" (the module docstring). The TensorFlow-only
         options: `jit_compile` compiles each bucket's function with XLA (pays at short buckets;
@@ -130,9 +166,20 @@ class TableQA:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if model_dir is None:
             model_dir = bundled_model_dir()
-            name = name or f"bundled {os.path.basename(model_dir)}"
+            name = name or _bundled_name(model_dir)
+            if aggregation_model_dir is None:
+                aggregation_model_dir = bundled_aggregation_model_dir()
         else:
             name = name or os.path.basename(os.path.normpath(model_dir))
+        aggregation_model = None
+        if aggregation_model_dir and aggregation_model_dir.lower() != "none":
+            if not os.path.exists(model_dir_lib.config_path(aggregation_model_dir)):
+                raise FileNotFoundError(f"{aggregation_model_dir} is not a tapas-tf model directory: "
+                                        f"{model_dir_lib.CONFIG_FILE} is missing")
+            aggregation_model = _aggregation_loader(
+                aggregation_model_dir, dict(vocab_file=vocab_file, prune=prune, max_seq_length=max_seq_length,
+                                            backend=backend, jit_compile=jit_compile, precision=precision,
+                                            rule=rule, aggregation_model_dir="", **decoding))
         runner, config = _load_runner(model_dir, checkpoint, backend, jit_compile, precision)
         rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
         local_vocab = os.path.join(model_dir, "vocab.txt")
@@ -141,7 +188,7 @@ class TableQA:
         tokenizer = TapasTokenizer(vocab, use_fast=runner.backend == "TensorFlow")
         encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
                                          tokenizer=tokenizer)
-        return cls(runner, encoder, rule, name)
+        return cls(runner, encoder, rule, name, aggregation_model)
 
     @classmethod
     def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
@@ -173,20 +220,35 @@ class TableQA:
     def answer(self, table: TableLike, question: str, previous_answer: PreviousAnswer = None) -> AskResult:
         """Answers one question; `previous_answer` (a result or cells) is the SQA follow-up context."""
         prepared = self.encoder.prepare(table)
-        encoded = self.encoder.encode(prepared, question, _previous_cells(previous_answer))
-        return self._run([encoded])[0]
+        return self._run([self.encode(prepared, question, previous_answer)])[0]
 
     def answer_many(self, table: TableLike, questions: Sequence[str]) -> List[AskResult]:
         """Answers independent questions about one table: one conversion, batched by bucket."""
         prepared = self.encoder.prepare(table)
-        return self._run([self.encoder.encode(prepared, q) for q in questions])
+        return self._run([self.encode(prepared, q) for q in questions])
 
     def conversation(self, table: TableLike) -> "Conversation":
         """A conversation about one table, in which each question sees the previous answer."""
         return Conversation(self, self.encoder.prepare(table))
 
+    def encode(self, prepared: PreparedTable, question: str,
+               previous_answer: PreviousAnswer = None) -> EncodedQuestion:
+        """Features of one question for the model that answers it: the aggregation model for a
+        question that reads like counting or arithmetic (`question_hints.aggregation_cue`) with no
+        previous answer, else this one (a follow-up needs the conversational model's previous-answer
+        input, which the aggregation model was not trained with).
+
+        Raises:
+          AskError: as `TableEncoder.encode`.
+        """
+        previous = _previous_cells(previous_answer)
+        if self._aggregation_model is not None and not previous and aggregation_cue(question):
+            encoded = self.aggregation_model.encoder.encode(prepared, question)
+            return dataclasses.replace(encoded, for_aggregation_model=True)
+        return self.encoder.encode(prepared, question, previous)
+
     def answer_encoded(self, encoded: Sequence[EncodedQuestion]) -> List[AskResult]:
-        """Answers questions already encoded (`encoder.encode`), about any tables, batched by bucket:
+        """Answers questions already encoded (`encode`), about any tables, batched by bucket:
         how a server answers the questions of concurrent requests together (`batching`)."""
         return self._run(encoded)
 
@@ -205,9 +267,25 @@ class TableQA:
             row = {name: np.zeros(length, np.int32) for name in MODEL_INPUT_FEATURES}
             row["input_mask"][:] = 1  # Only the trace matters; a real mask keeps the softmax finite.
             self._call(length, [row])
+        if self._aggregation_model is not None:  # Loads it: a server's first such question waits for nothing.
+            self.aggregation_model.warm_up()
         return lengths
 
     def _run(self, encoded: Sequence[EncodedQuestion], batch_size: int = 16) -> List[AskResult]:
+        """Results in order; the questions encoded for the aggregation model are its to answer."""
+        routed = [i for i, item in enumerate(encoded) if item.for_aggregation_model]
+        if self._aggregation_model is None or not routed:
+            return self._run_here(encoded, batch_size)
+        results: List[Optional[AskResult]] = [None] * len(encoded)
+        own = [i for i, item in enumerate(encoded) if not item.for_aggregation_model]
+        for indices, qa in ((routed, self.aggregation_model), (own, self)):
+            # pylint: disable=protected-access
+            for index, result in zip(indices, qa._run_here([encoded[i] for i in indices], batch_size)):
+                results[index] = result
+        return results
+
+    def _run_here(self, encoded: Sequence[EncodedQuestion], batch_size: int) -> List[AskResult]:
+        """This model's results for `encoded`, batched by bucket length."""
         results: List[Optional[AskResult]] = [None] * len(encoded)
         by_length: Dict[int, List[int]] = {}
         for index, item in enumerate(encoded):
@@ -229,7 +307,7 @@ class TableQA:
         if not self.runner.has_aggregation_head:
             note = no_aggregation_head_note(result.question)
             notes = notes + ((note,) if note else ())
-        return dataclasses.replace(result, diagnostics=notes, model=self.name)
+        return dataclasses.replace(result, diagnostics=notes, model=self.display_name)
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Mapping[str, np.ndarray]:
         """Model outputs for rows of one bucket length (see `runner`)."""
@@ -261,6 +339,20 @@ def _load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_co
                                            precision=precision), config
 
 
+def _bundled_name(model_dir: str) -> str:
+    return f"bundled {os.path.basename(os.path.normpath(model_dir))}"
+
+
+def _aggregation_loader(model_dir: str, options: Dict) -> Callable[[], TableQA]:
+    """Loads the aggregation model of a pair when called; bundled ones are named like the first."""
+    def load() -> TableQA:
+        bundled = os.path.dirname(os.path.abspath(model_dir)) == os.path.abspath(BUNDLED_ROOT)
+        name = _bundled_name(model_dir) if bundled else None
+        return TableQA.from_model_dir(model_dir, name=name, **options)
+
+    return load
+
+
 @dataclasses.dataclass
 class Conversation:
     """Questions about one table, each seeing the previous answer (`prev_label_ids`), as in SQA."""
@@ -271,7 +363,7 @@ class Conversation:
 
     def ask(self, question: str) -> AskResult:
         previous = self.history[-1] if self.history else None
-        encoded = self.qa.encoder.encode(self.table, question, _previous_cells(previous))
+        encoded = self.qa.encode(self.table, question, previous)
         result = self.qa._run([encoded])[0]  # pylint: disable=protected-access
         self.history.append(result)
         return result

@@ -1,7 +1,7 @@
 """The model calls of concurrent requests, run together: one worker thread, short bounded batches.
 
     batcher = QuestionBatcher(qa.answer_encoded)
-    result = batcher.answer(qa.encoder.encode(prepared, "which city?"))    # from any thread; blocks
+    result = batcher.answer(qa.encode(prepared, "which city?"))    # from any thread; blocks
     batcher.close()                                                        # answers what is queued
 
 A server's request threads encode their questions themselves (tables and questions are converted

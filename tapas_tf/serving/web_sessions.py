@@ -142,7 +142,7 @@ def ask_in_session(session: Session, question: str,
     with session.lock:
         conversation = session.conversation
         previous = conversation.history[-1].coordinates if conversation.history else None
-        encoded = conversation.qa.encoder.encode(conversation.table, question, previous)
+        encoded = conversation.qa.encode(conversation.table, question, previous)
         result = answer_one(encoded)
         conversation.history.append(result)
         return result
@@ -228,7 +228,8 @@ def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_
                      question: the page shows each once, above the table
       details        the routine diagnostics as the ask API says them, and the model's confidence
                      in its operation: folded away under the answer
-      answered_by    "Answered by bundled sqa_tiny" (`model_name`, else `AskResult.model`)
+      answered_by    "Answered by bundled sqa_tiny" (`model_name`, else `AskResult.model`; the
+                     aggregation model of a pair by its own name)
     """
     view = result.to_dict()
     view.update(table_view(session, limits, result))
@@ -241,8 +242,10 @@ def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_
     view["details"] = notes.details + _confidence(result) + [
         f"The model read {view['kept_rows']:,} rows and {view['kept_columns']:,} columns of the table "
         f"({result.sequence_length} word pieces with the question)."]
-    # The page's name for the model (its header's) first; the result's otherwise (serve gives both the same).
-    view["answered_by"] = f"Answered by {model_name or result.model or 'the model'}"
+    # The page's name for the model (its header's) first, unless the pair's aggregation model answered;
+    # the result's otherwise (serve gives both the same).
+    own = result.model == session.conversation.qa.display_name
+    view["answered_by"] = f"Answered by {(model_name if own else '') or result.model or 'the model'}"
     view["value_text"] = "" if result.value is None else format_number(result.value)
     view["elapsed_ms"] = round(elapsed_ms, 1)
     view["history"] = history_view(session.conversation.history)

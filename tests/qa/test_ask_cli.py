@@ -106,7 +106,7 @@ def test_help_exits_0_and_lists_the_flags_that_matter(flag, no_tensorflow):
     result = _ask(flag, env=no_tensorflow, timeout=60)
     assert result.returncode == 0, result.stderr
     for name in ("--table", "--[no]json", "--html", "--[no]prune", "--model_dir", "--threshold", "--vocab_file",
-                 "--[no]fallback_to_best_cell", "--[no]expected_count"):
+                 "--[no]fallback_to_best_cell", "--[no]expected_count", "--aggregation_model_dir"):
         assert name in result.stdout, (name, result.stdout)
     assert "ask a table a question" in result.stdout
     assert ("--[no]logtostderr" in result.stdout) == (flag == "--helpfull")  # absl's own flags: full help only.
@@ -182,3 +182,23 @@ def test_bundled_model_json_conversation_on_stdin(tmp_path):
     assert "(new conversation)" in result.stderr and ERROR in result.stderr  # The 600-word question.
     html = page.read_text(encoding="utf-8")
     assert html.count('class="question"') == 2 and "which pylon is the tallest?" in html
+
+
+def test_a_pair_of_models_names_the_one_that_answered(tmp_path):
+    """--aggregation_model_dir: "how many" goes to the second model, a lookup stays with the first;
+    each JSON answer names its model and backend."""
+    from tests.inference.test_sequential import write_random_model_dir
+
+    cells = write_random_model_dir(tmp_path / "cells")
+    counts = write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4, use_answer_as_supervision=True,
+                                    cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)
+    stdin = "how many pylons are there?\n:new\nwhich pylon is the tallest?\n"
+    result = _ask(f"--table={TABLE}", "--json", f"--model_dir={cells}", f"--aggregation_model_dir={counts}",
+                  stdin=stdin)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a["model"] for a in answers] == ["counts (TensorFlow)", "cells (TensorFlow)"]
+    assert set(answers[0]["operator_probabilities"]) == {"NONE", "SUM", "AVERAGE", "COUNT"}
+    missing = _ask(f"--table={TABLE}", f"--model_dir={cells}", f"--aggregation_model_dir={tmp_path}/none_here",
+                   "how many?")
+    assert missing.returncode == 1 and f"{tmp_path}/none_here is not a tapas-tf model directory" in missing.stderr

@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from tapas_tf.checkpoints.bundled import BUNDLED_DIR  # noqa: E402
+from tapas_tf.checkpoints.bundled import BUNDLED_DIR, MAX_BUNDLED_BYTES, bundled_weights_bytes  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 from tapas_tf.qa import lite_model  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
@@ -312,9 +312,9 @@ def test_ask_refusals_are_one_line_before_tensorflow_loads(model_dirs, tmp_path)
 
 def test_the_bundled_copy_is_current_small_and_answers_as_tensorflow():
     lite_model.read_current_lite_model(BUNDLED_DIR)  # Raises "stale" when the bundled weights change.
-    weights = [name for name in os.listdir(BUNDLED_DIR) if name.endswith((".npz", ".tflite"))]
-    total = sum(os.path.getsize(os.path.join(BUNDLED_DIR, name)) for name in weights)
-    assert lite_model.LITE_MODEL_FILE in weights and total <= 60 * 1000 * 1000, total
+    assert os.path.exists(os.path.join(BUNDLED_DIR, lite_model.LITE_MODEL_FILE))
+    total = bundled_weights_bytes()  # Every bundled model's weights, LiteRT copies included.
+    assert os.path.getsize(os.path.join(BUNDLED_DIR, lite_model.LITE_MODEL_FILE)) < total <= MAX_BUNDLED_BYTES
     lite, tensorflow = TableQA.from_model_dir(), TableQA.from_model_dir(backend="tensorflow")
     assert lite.backend == "LiteRT" and lite.name == tensorflow.name == "bundled sqa_tiny"
     table = os.path.join(ROOT, "tapas_tf", "data", "example_tables", "aerial_lift_pylons.csv")

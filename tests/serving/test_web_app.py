@@ -224,6 +224,24 @@ def test_an_aggregation_shows_its_executed_value(client, qa, monkeypatch):
     assert answer["table_html"].count('class="selected"') == 3
 
 
+def test_a_pair_answers_aggregation_with_its_second_model_and_says_so(trained, tmp_path):
+    """serve with a pair of models: a question that reads like counting goes to the model with an
+    aggregation head, the page names that model, and the follow-up is the first model's again."""
+    from tests.inference.test_sequential import write_random_model_dir
+
+    counts = write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4, use_answer_as_supervision=True,
+                                    cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)
+    pair = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], aggregation_model_dir=counts)
+    with TestClient(web_app.create_app(pair, LIMITS, "the pair"), raise_server_exceptions=False) as client:
+        session = _upload(client).json()["session"]
+        counted = _ask(client, session, "how many cities are there?").json()
+        assert counted["model"] == "counts" and counted["answered_by"] == "Answered by counts"
+        assert set(counted["operator_probabilities"]) == {"NONE", "SUM", "AVERAGE", "COUNT"}
+        follow_up = _ask(client, session, "which city?").json()
+        assert follow_up["model"] == "model" and follow_up["answered_by"] == "Answered by the pair"
+        assert [h["question"] for h in follow_up["history"]] == ["how many cities are there?", "which city?"]
+
+
 def _result(operator, texts_and_numbers, value, probabilities=None):
     cells = tuple(SelectedCell(row, 1, "amount", text, 0.9, number)
                   for row, (text, number) in enumerate(texts_and_numbers))

@@ -1,0 +1,104 @@
+"""A pair of models behind one TableQA: the conversational model answers, and the first questions
+that read like counting or arithmetic go to the model with an aggregation head."""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from tapas_tf.qa import table_qa  # noqa: E402
+from tapas_tf.qa.table_qa import TableQA  # noqa: E402
+from tests.inference.test_sequential import write_random_model_dir  # noqa: E402
+
+TABLE = pd.DataFrame({"city": ["paris", "rome", "oslo"], "population": ["2,100", "2,800", "700"]})
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("pair")
+    return {"cells": write_random_model_dir(tmp_path / "cells"),
+            "counts": write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4,
+                                             use_answer_as_supervision=True, cell_selection_preference=0.2,
+                                             answer_loss_cutoff=0.6, huber_loss_delta=0.12)}
+
+
+@pytest.fixture(scope="module")
+def pair(models):
+    return TableQA.from_model_dir(models["cells"], aggregation_model_dir=models["counts"])
+
+
+def _no_head_note(result) -> bool:
+    return any("no aggregation head" in note for note in result.diagnostics)
+
+
+def test_aggregation_questions_go_to_the_model_with_the_head(pair):
+    counted = pair.answer(TABLE, "how many cities are listed?")
+    assert counted.model == "counts" and not _no_head_note(counted)
+    looked_up = pair.answer(TABLE, "which city is the largest?")
+    assert looked_up.model == "cells" and not _no_head_note(looked_up)
+
+
+def test_the_aggregation_model_loads_on_its_first_question(models):
+    qa = TableQA.from_model_dir(models["cells"], aggregation_model_dir=models["counts"])
+    qa.answer(TABLE, "which city?")
+    assert callable(qa._aggregation_model)  # pylint: disable=protected-access
+    qa.answer(TABLE, "what is the total population?")
+    assert isinstance(qa.aggregation_model, TableQA) and qa.aggregation_model.runner.has_aggregation_head
+
+
+def test_answer_many_keeps_the_order_across_both_models(pair):
+    questions = ["which city?", "how many cities?", "which population?", "average population?"]
+    results = pair.answer_many(TABLE, questions)
+    assert [r.question for r in results] == questions
+    assert [r.model for r in results] == ["cells", "counts", "cells", "counts"]
+    alone = [pair.answer(TABLE, q) for q in questions]  # Batched or not, the same answers.
+    assert [(r.model, r.operator, r.coordinates) for r in results] == [(r.model, r.operator, r.coordinates)
+                                                                       for r in alone]
+
+
+def test_a_follow_up_stays_with_the_conversational_model(pair):
+    """The aggregation model never saw previous answers: "how many of them" after an answer is the
+    conversational model's, which says it cannot count."""
+    chat = pair.conversation(TABLE)
+    first = chat.ask("how many cities are there?")
+    assert first.model == "counts"
+    follow_up = chat.ask("how many of them are in europe?")
+    assert follow_up.model == "cells" and _no_head_note(follow_up)
+    assert pair.answer(TABLE, "how many of them?", previous_answer=[(0, 0)]).model == "cells"
+
+
+def test_results_name_the_backend_of_either_model(models):
+    qa = TableQA.from_model_dir(models["cells"], aggregation_model_dir=models["counts"])
+    qa.show_backend = True
+    assert qa.answer(TABLE, "which city?").model == f"cells ({qa.backend})"
+    assert qa.answer(TABLE, "how many cities?").model == f"counts ({qa.aggregation_model.backend})"
+
+
+def test_no_pair_unless_asked_and_a_missing_second_model_is_named(models, tmp_path):
+    alone = TableQA.from_model_dir(models["cells"])
+    assert alone.aggregation_model is None and alone.answer(TABLE, "how many cities?").model == "cells"
+    assert TableQA.from_model_dir(models["cells"], aggregation_model_dir="none").aggregation_model is None
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'nowhere'} is not a tapas-tf model directory"):
+        TableQA.from_model_dir(models["cells"], aggregation_model_dir=str(tmp_path / "nowhere"))
+
+
+def test_the_bundled_pair(models, monkeypatch):
+    """Without a model directory: the bundled conversational model, and the bundled aggregation
+    model when the installation has one (here, a stand-in); "none" turns it off."""
+    monkeypatch.setattr(table_qa, "bundled_aggregation_model_dir", lambda: models["counts"])
+    qa = TableQA.from_model_dir()
+    assert qa.name == "bundled sqa_tiny"
+    assert qa.answer(TABLE, "which city?").model == "bundled sqa_tiny"
+    assert qa.answer(TABLE, "how many cities?").model == "counts"
+    assert TableQA.from_model_dir(aggregation_model_dir="none").answer(TABLE, "how many cities?").model == \
+        "bundled sqa_tiny"
+    monkeypatch.setattr(table_qa, "bundled_aggregation_model_dir", lambda: None)
+    assert TableQA.from_model_dir().aggregation_model is None
+
+
+def test_warm_up_loads_and_warms_the_aggregation_model(models):
+    qa = TableQA.from_model_dir(models["cells"], aggregation_model_dir=models["counts"])
+    qa.warm_up(lengths=(32,))
+    assert isinstance(qa._aggregation_model, TableQA)  # pylint: disable=protected-access
