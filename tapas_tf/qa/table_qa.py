@@ -108,6 +108,13 @@ class TableQA:
         return self._aggregation_model
 
     @property
+    def aggregation_model_name(self) -> Optional[str]:
+        """The aggregation model's name, without loading it; None without one."""
+        if self._aggregation_model is None:
+            return None
+        return getattr(self._aggregation_model, "name", None) or getattr(self._aggregation_model, "model_name", None)
+
+    @property
     def display_name(self) -> str:
         """The name results carry: `name`, with the backend when `show_backend`."""
         return f"{self.name} ({self.backend})" if self.show_backend else self.name
@@ -345,11 +352,13 @@ def _bundled_name(model_dir: str) -> str:
 
 def _aggregation_loader(model_dir: str, options: Dict) -> Callable[[], TableQA]:
     """Loads the aggregation model of a pair when called; bundled ones are named like the first."""
+    bundled = os.path.dirname(os.path.abspath(model_dir)) == os.path.abspath(BUNDLED_ROOT)
+    name = _bundled_name(model_dir) if bundled else os.path.basename(os.path.normpath(model_dir))
+
     def load() -> TableQA:
-        bundled = os.path.dirname(os.path.abspath(model_dir)) == os.path.abspath(BUNDLED_ROOT)
-        name = _bundled_name(model_dir) if bundled else None
         return TableQA.from_model_dir(model_dir, name=name, **options)
 
+    load.model_name = name  # type: ignore[attr-defined]
     return load
 
 

@@ -246,7 +246,8 @@ async def _favicon(request: Request) -> Response:
 
 @_json_endpoint
 async def _info(request: Request, web: _WebState) -> Dict:
-    return {"model": web.model_name, "examples": example_tables(), "threshold": web.qa.rule.threshold,
+    return {"model": web.model_name, "aggregation_model": web.qa.aggregation_model_name,
+            "examples": example_tables(), "threshold": web.qa.rule.threshold,
             "limits": dataclasses.asdict(web.limits)}
 
 

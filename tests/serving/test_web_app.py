@@ -70,7 +70,7 @@ def test_the_favicon_is_served_and_linked(client):
 
 def test_info_lists_the_model_and_the_example_tables(client):
     info = client.get("/api/info").json()
-    assert info["model"] == "trained-test-model" and info["threshold"] == 0.5
+    assert info["model"] == "trained-test-model" and info["threshold"] == 0.5 and info["aggregation_model"] is None
     assert "shooting_1988_medals.csv" in info["examples"]
     assert info["limits"]["max_table_rows"] == 1_000
 
@@ -232,7 +232,9 @@ def test_a_pair_answers_aggregation_with_its_second_model_and_says_so(trained, t
     counts = write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4, use_answer_as_supervision=True,
                                     cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)
     pair = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"], aggregation_model_dir=counts)
+    assert pair.aggregation_model_name == "counts" and callable(pair._aggregation_model)  # Not loaded for its name.
     with TestClient(web_app.create_app(pair, LIMITS, "the pair"), raise_server_exceptions=False) as client:
+        assert client.get("/api/info").json()["aggregation_model"] == "counts"
         session = _upload(client).json()["session"]
         counted = _ask(client, session, "how many cities are there?").json()
         assert counted["model"] == "counts" and counted["answered_by"] == "Answered by counts"

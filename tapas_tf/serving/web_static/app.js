@@ -234,7 +234,8 @@ async function start() {
     const model = byId("model");
     const who = info.model ? `${info.model}, a TAPAS model` : "a TAPAS model";
     model.textContent = `Questions are answered by ${who} that reads the table and highlights the cells ` +
-      "of the answer.";
+      "of the answer." + (info.aggregation_model ? ` A first question that asks to count, add up or ` +
+      `average ("how many", "total") goes to ${info.aggregation_model}, which computes the value.` : "");
     model.title = `A cell is highlighted when the model's probability for it is above ${info.threshold}.`;
     byId("example").replaceChildren(...info.examples.map((name) => new Option(name, name)));
   } catch (error) {
