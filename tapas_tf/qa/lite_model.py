@@ -10,9 +10,14 @@ the `ai-edge-litert` interpreter, which needs only NumPy, so a process that answ
 imports TensorFlow: `TableQA` picks it when the model directory has a current copy (see
 `table_qa.BACKENDS`).
 
-The model's signature: MODEL_INPUT_FEATURES, each <int32>[1, seq_len] (one question at a time; any
-sequence length up to the model's position table) -> "probabilities" <float32>[1, seq_len] and,
-with an aggregation head, "aggregation_logits" <float32>[1, num_agg]: what `ask_results` decodes.
+The model's signatures: MODEL_INPUT_FEATURES, each <int32>[1, seq_len] (one question at a time;
+any sequence length up to the model's position table) -> "probabilities" <float32>[1, seq_len]
+and, with an aggregation head, "aggregation_logits" <float32>[1, num_agg]: what `ask_results`
+decodes. One signature per size of the heads' cell segments, sharing the weights (the info file's
+`signatures`: key -> [rows, columns], smallest first): the model's trained limits (64 x 32 for
+SQA's), and every row and column the embeddings address (256 x 256). Reducing over 65,536 cell
+segments costs a quarter of a small model's call, so a question whose table fits the trained
+limits runs on the small heads, with the same outputs; a copy without `signatures` has one.
 
 A copy never answers for weights it was not made from. Its fingerprint hashes the config and the
 weights the TensorFlow path would load (the newest checkpoint's index, which holds a checksum of
@@ -72,12 +77,26 @@ class LiteModel:
       config: the model's TapasConfig as a dict (`TapasConfig.to_dict`).
       outputs: the signature's outputs, a subset of OUTPUTS.
       fingerprint: `weights_fingerprint` of the weights it was converted from.
+      signatures: (key, rows, columns) of each signature, smallest heads first; () for a copy with
+        one unnamed signature.
     """
 
     path: str
     config: Mapping[str, Any]
     outputs: Tuple[str, ...]
     fingerprint: str
+    signatures: Tuple[Tuple[str, int, int], ...] = ()
+
+    def signature_for(self, row_ids: np.ndarray, column_ids: np.ndarray) -> Optional[str]:
+        """The smallest signature whose heads hold every row and column id of a question (None: the
+        copy's only one)."""
+        if not self.signatures:
+            return None
+        rows, columns = int(np.max(row_ids, initial=0)), int(np.max(column_ids, initial=0))
+        for key, max_rows, max_columns in self.signatures:
+            if rows < max_rows and columns < max_columns:
+                return key
+        return self.signatures[-1][0]
 
     @property
     def model_config(self) -> types.SimpleNamespace:
@@ -143,10 +162,12 @@ def weights_fingerprint(model_dir: str, checkpoint: Optional[str] = None) -> str
 
 
 def write_lite_info(model_dir: str, config: Mapping[str, Any], outputs: Sequence[str], fingerprint: str,
-                    source: Mapping[str, Any]) -> str:
-    """Writes model_dir/model.tflite.json; returns its path."""
+                    source: Mapping[str, Any], signatures: Optional[Mapping[str, Sequence[int]]] = None) -> str:
+    """Writes model_dir/model.tflite.json; returns its path. `signatures`: key -> [rows, columns]."""
     info = {"format": FORMAT_VERSION, "model": LITE_MODEL_FILE, "inputs": list(MODEL_INPUT_FEATURES),
             "outputs": list(outputs), "fingerprint": fingerprint, "source": dict(source), "config": dict(config)}
+    if signatures:
+        info["signatures"] = {key: [int(rows), int(columns)] for key, (rows, columns) in signatures.items()}
     path = os.path.join(model_dir, LITE_INFO_FILE)
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -169,7 +190,10 @@ def read_lite_model(model_dir: str) -> LiteModel:
         outputs = tuple(info["outputs"])
         if info["format"] != FORMAT_VERSION or "probabilities" not in outputs or not set(outputs) <= set(OUTPUTS):
             raise ValueError(f"format {info['format']!r} with outputs {list(outputs)}")
-        return LiteModel(path, dict(info["config"]), outputs, str(info["fingerprint"]))
+        signatures = tuple(sorted(((str(key), int(rows), int(columns))
+                                   for key, (rows, columns) in info.get("signatures", {}).items()),
+                                  key=lambda s: (s[1] * s[2], s[0])))
+        return LiteModel(path, dict(info["config"]), outputs, str(info["fingerprint"]), signatures)
     except FileNotFoundError:
         raise LiteModelError(f"{info_path} is missing; export the LiteRT copy again") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -268,7 +292,8 @@ class LiteRunner:
             for _ in range(count):
                 interpreter = Interpreter(model_path=lite.path, num_threads=num_threads)
                 interpreter.allocate_tensors()  # Applies the XNNPACK delegate, which logs a line.
-                self._free.put(interpreter.get_signature_runner())
+                keys = [key for key, _, _ in lite.signatures] or [None]
+                self._free.put({key: interpreter.get_signature_runner(key) for key in keys})
         self.concurrent_calls = count
         self._helpers: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._helpers_lock = threading.Lock()
@@ -298,16 +323,17 @@ class LiteRunner:
 
     def _run(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
         """Each row's outputs, <float32>[1, ...], from one interpreter taken for the whole share."""
-        signature = self._free.get()
+        signatures = self._free.get()
         try:
             results = []
             for row in rows:
                 inputs = {name: np.asarray(row[name], np.int32).reshape(1, length) for name in MODEL_INPUT_FEATURES}
+                signature = signatures[self.lite.signature_for(inputs["row_ids"], inputs["column_ids"])]
                 outputs = signature(**inputs)
                 results.append({key: np.asarray(outputs[key]) for key in self.lite.outputs})
             return results
         finally:
-            self._free.put(signature)
+            self._free.put(signatures)
 
     def _helper_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._helpers_lock:

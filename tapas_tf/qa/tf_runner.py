@@ -12,7 +12,7 @@ same model.
 import contextlib
 import dataclasses
 import os
-from typing import Callable, Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -32,11 +32,18 @@ MAX_SEGMENTS = 256
 _BF16_REWRITE = "auto_mixed_precision_onednn_bfloat16"
 
 
-def load_inference_model(model_dir: str, checkpoint: Optional[str], config) -> TapasForQuestionAnswering:
-    """`model_dir.load_model` with the heads' row and column segments raised to what the
-    embeddings address."""
-    config = dataclasses.replace(config, max_num_rows=max(config.max_num_rows, MAX_SEGMENTS),
-                                 max_num_columns=max(config.max_num_columns, MAX_SEGMENTS))
+def inference_segments(config) -> Tuple[int, int]:
+    """(rows, columns) of the heads' segments at inference: every row and column the embeddings
+    address (MAX_SEGMENTS), or the trained limits when they are larger."""
+    return max(config.max_num_rows, MAX_SEGMENTS), max(config.max_num_columns, MAX_SEGMENTS)
+
+
+def load_inference_model(model_dir: str, checkpoint: Optional[str], config,
+                         segments: Optional[Tuple[int, int]] = None) -> TapasForQuestionAnswering:
+    """`model_dir.load_model` with the heads' (rows, columns) segments `segments`, default
+    `inference_segments(config)`."""
+    rows, columns = segments or inference_segments(config)
+    config = dataclasses.replace(config, max_num_rows=rows, max_num_columns=columns)
     return model_dir_lib.load_model(model_dir, checkpoint, config=config)
 
 

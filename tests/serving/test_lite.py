@@ -22,9 +22,10 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
+from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR, MAX_BUNDLED_BYTES, bundled_weights_bytes  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tapas_tf.qa import lite_model  # noqa: E402
+from tapas_tf.qa import lite_model, tf_runner  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.serving import lite_export  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROWS, save_model_dir, tiny_config  # noqa: E402
@@ -337,3 +338,53 @@ def test_run_task_export_lite_writes_the_copy_ask_uses(model_dirs, pairs, tmp_pa
     lite_model.read_current_lite_model(str(model_dir))
     lite = TableQA.from_model_dir(str(model_dir), backend="lite")
     assert_same_answer(lite.answer(CITIES, "which city?"), pairs["cells"][1].answer(CITIES, "which city?"))
+
+
+# --- heads sized to the table -------------------------------------------------------------------
+
+
+def test_a_table_within_the_trained_limits_runs_on_the_small_heads(model_dirs, pairs, monkeypatch):
+    """Two signatures share the weights: the heads at the trained limits (tiny_config: 8 rows,
+    and its columns) for a table that fits them, 256 x 256 for a bigger one; both answer as
+    TensorFlow does (whose heads are always 256 x 256)."""
+    lite_copy = lite_model.read_lite_model(model_dirs["cells"])
+    config = lite_copy.model_config
+    small_key, full_key = (key for key, _, _ in lite_copy.signatures)
+    assert [s[1:] for s in lite_copy.signatures] == [(config.max_num_rows, config.max_num_columns), (256, 256)]
+    with open(os.path.join(model_dirs["cells"], lite_model.LITE_INFO_FILE), encoding="utf-8") as f:
+        assert json.load(f)["signatures"] == {small_key: [config.max_num_rows, config.max_num_columns],
+                                              full_key: [256, 256]}
+    chosen = []
+    choose = lite_model.LiteModel.signature_for
+    monkeypatch.setattr(lite_model.LiteModel, "signature_for",
+                        lambda self, rows, columns: chosen.append(choose(self, rows, columns)) or chosen[-1])
+    lite, tensorflow = pairs["cells"]
+    fits = pd.DataFrame({"city": ["paris", "rome"], "people": ["2", "3"]})
+    tall = pd.DataFrame({"city": [f"town {i}" for i in range(config.max_num_rows + 4)],
+                         "people": [str(i) for i in range(config.max_num_rows + 4)]})
+    for table in (fits, tall):
+        assert_same_answer(lite.answer(table, "which city?"), tensorflow.answer(table, "which city?"))
+    assert chosen == [small_key, full_key]
+
+
+def test_a_copy_with_one_signature_still_answers(model_dirs, tmp_path):
+    """Copies written before the second signature have one, unnamed, and no `signatures` entry."""
+    import shutil
+
+    model_dir = tmp_path / "old"
+    shutil.copytree(model_dirs["cells"], model_dir)
+    info_path = model_dir / lite_model.LITE_INFO_FILE
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    config = lite_model.read_lite_model(str(model_dir)).model_config
+    model = tf_runner.load_inference_model(str(model_dir), None, model_dir_lib.load_config(str(model_dir)))
+    one = lite_export._forward_function(model, "serving")  # pylint: disable=protected-access
+    (model_dir / lite_model.LITE_MODEL_FILE).write_bytes(
+        lite_export._convert({"serving": one}, {"serving": model}))  # pylint: disable=protected-access
+    del info["signatures"]
+    info_path.write_text(json.dumps(info), encoding="utf-8")
+    old = lite_model.read_lite_model(str(model_dir))
+    assert old.signatures == () and old.signature_for(np.array([0, 9]), np.array([0, 1])) is None
+    table = pd.DataFrame({"city": ["paris", "rome"], "people": ["2", "3"]})
+    assert_same_answer(TableQA.from_model_dir(str(model_dir)).answer(table, "which city?"),
+                       TableQA.from_model_dir(str(model_dir), backend="tensorflow").answer(table, "which city?"))
+    assert config.max_num_rows == 8

@@ -158,7 +158,9 @@ def test_concurrent_questions_share_a_model_call_and_keep_their_sessions_answers
 
 
 def test_with_litert_concurrent_requests_answer_on_the_runners_interpreters():
-    bundled = TableQA.from_model_dir()  # Its LiteRT copy: a pool of interpreters, no batching.
+    # Its LiteRT copy: a pool of interpreters, no batching (the bundled aggregation model, which runs
+    # on TensorFlow, left out: tests/serving/test_web_app.py asks a pair).
+    bundled = TableQA.from_model_dir(aggregation_model_dir="none")
     app = web_app.create_app(bundled, dataclasses.replace(LIMITS, max_sessions=6))
     assert bundled.backend == "LiteRT" and isinstance(app.state.web.batcher, DirectAnswers)
     table = os.path.join(web_sessions.EXAMPLE_TABLES_DIR, "shooting_1988_medals.csv")
