@@ -10,7 +10,8 @@ Two roles, one directory each under `bundled/`:
 - the aggregation model (`AGGREGATION_DIR`, `bundled_aggregation_model_dir()`): trained on
   WikiTableQuestions from answers alone, with an aggregation head (COUNT, SUM, AVERAGE); `TableQA`
   hands it the first questions of a conversation that read like counting or arithmetic
-  ("how many", "total"; `qa.question_hints`). An installation may lack it (None).
+  ("how many", "total"; `qa.question_hints`). None ships yet (docs/MODELS.md says why), and an
+  installation may lack it: `bundled_aggregation_model_dir()` is then None.
 
 Each directory's `compact.json` gives the commands that trained the model and its dev scores;
 `docs/RESULTS.md` has the whole experiments, `docs/MODELS.md` what each model is good for.

@@ -11,12 +11,12 @@
 
     qa.answer_many(frame, ["q1", "q2", ...])   # one conversion of the table, batched model calls
 
-Without a model directory, `TableQA.from_model_dir()` is the bundled pair of models: a small
-conversational model (SQA) answers, and a question that reads like counting or arithmetic ("how
-many", "total", `question_hints`) and does not follow up an earlier answer goes to the bundled
-aggregation model (WikiTableQuestions: COUNT, SUM, AVERAGE), which is loaded the first time such a
-question comes. Every result names the model that answered (`AskResult.model`). A pair of your
-own: `from_model_dir("my_sqa", aggregation_model_dir="my_wtq")`.
+A pair of models: `from_model_dir("my_sqa", aggregation_model_dir="my_wtq")` answers with the
+first, except a question that reads like counting or arithmetic ("how many", "total",
+`question_hints`) and does not follow up an earlier answer: that goes to the second, a model with
+an aggregation head (COUNT, SUM, AVERAGE), loaded the first time such a question comes. Without a
+model directory, the bundled model pairs with the bundled aggregation model when the installation
+has one (`checkpoints.bundled`). Every result names the model that answered (`AskResult.model`).
 
 The model stays loaded and warm. Each question runs at the smallest sequence bucket that holds it
 (32 ... 512 tokens), with one compiled function per bucket. Tables bigger than the model holds

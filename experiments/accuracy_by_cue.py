@@ -1,0 +1,62 @@
+"""Denotation accuracy of prediction files, split by whether a question reads like aggregation.
+
+    python experiments/accuracy_by_cue.py INTERACTIONS.tfrecord NAME=PREDICTIONS.tsv [NAME=PREDICTIONS.tsv ...]
+
+What decides how the bundled pair of models shares questions (`TableQA.encode`): a first question
+with an aggregation cue ("how many", "total", `qa.question_hints`) goes to the model with an
+aggregation head. For each prediction file (WTQ-style: one question per interaction), the
+accuracy on the questions with a cue and on those without, and for a pair of files A and B the
+accuracy of answering cue questions with B and the rest with A ("A+B"). Prints one JSON object.
+"""
+
+import json
+import sys
+from typing import Dict, List
+
+sys.path.insert(0, __file__.rsplit("/experiments/", 1)[0])
+from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
+from tapas_tf.inference.metrics import denotation_matches  # noqa: E402
+from tapas_tf.inference.prediction_files import read_predictions_tsv  # noqa: E402
+from tapas_tf.qa.question_hints import aggregation_cue  # noqa: E402
+
+
+def _correct(interactions, path: str) -> Dict[str, bool]:
+    predicted = {p.question_id: p.answer for p in read_predictions_tsv(path)}
+    result = {}
+    for interaction in interactions:
+        question = interaction.questions[0]
+        gold = question.answer
+        gold_float = gold.float_value if gold.HasField("float_value") else None
+        answer = predicted.get(question.id)
+        result[question.id] = answer is not None and denotation_matches(answer, list(gold.answer_texts), gold_float)
+    return result
+
+
+def _accuracy(correct: Dict[str, bool], ids) -> Dict[str, float]:
+    ids = list(ids)
+    return {"questions": len(ids), "correct": sum(correct[i] for i in ids),
+            "accuracy": round(sum(correct[i] for i in ids) / max(len(ids), 1), 4)}
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) < 3 or not all("=" in a for a in argv[2:]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    interactions = list(read_interactions(argv[1]))
+    cue = {i.questions[0].id for i in interactions if aggregation_cue(i.questions[0].original_text)}
+    rest = {i.questions[0].id for i in interactions} - cue
+    files = dict(a.split("=", 1) for a in argv[2:])
+    correct = {name: _correct(interactions, path) for name, path in files.items()}
+    report = {name: {"all": _accuracy(c, cue | rest), "cue": _accuracy(c, cue), "no_cue": _accuracy(c, rest)}
+              for name, c in correct.items()}
+    names = list(files)
+    if len(names) == 2:
+        first, second = names
+        mixed = {i: (correct[second] if i in cue else correct[first])[i] for i in cue | rest}
+        report[f"{first}+{second}"] = {"all": _accuracy(mixed, cue | rest)}
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
