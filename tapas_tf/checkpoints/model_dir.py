@@ -95,14 +95,20 @@ def save_config(model_dir: str, config) -> str:
     return path
 
 
-def load_config(model_dir: str):
-    from tapas_tf.models.config import TapasConfig
-
+def require_config(model_dir: str) -> str:
+    """The path of `model_dir`'s config; FileNotFoundError (naming it) when it is not a model
+    directory. Cheap: callers check a path before TensorFlow loads."""
     path = config_path(model_dir)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"{model_dir} is not a tapas-tf model directory: {CONFIG_FILE} is missing")
-    return TapasConfig.from_json_file(path)
+    return path
+
+
+def load_config(model_dir: str):
+    from tapas_tf.models.config import TapasConfig
+
+    return TapasConfig.from_json_file(require_config(model_dir))
 
 
 def save_model_kind(model_dir: str, kind: str) -> str:

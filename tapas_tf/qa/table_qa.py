@@ -110,9 +110,7 @@ class TableQA:
     @property
     def aggregation_model_name(self) -> Optional[str]:
         """The aggregation model's name, without loading it; None without one."""
-        if self._aggregation_model is None:
-            return None
-        return getattr(self._aggregation_model, "name", None) or getattr(self._aggregation_model, "model_name", None)
+        return None if self._aggregation_model is None else self._aggregation_model.name
 
     @property
     def display_name(self) -> str:
@@ -180,9 +178,7 @@ class TableQA:
             name = name or os.path.basename(os.path.normpath(model_dir))
         aggregation_model = None
         if aggregation_model_dir and aggregation_model_dir.lower() != "none":
-            if not os.path.exists(model_dir_lib.config_path(aggregation_model_dir)):
-                raise FileNotFoundError(f"{aggregation_model_dir} is not a tapas-tf model directory: "
-                                        f"{model_dir_lib.CONFIG_FILE} is missing")
+            model_dir_lib.require_config(aggregation_model_dir)
             aggregation_model = _aggregation_loader(
                 aggregation_model_dir, dict(vocab_file=vocab_file, prune=prune, max_seq_length=max_seq_length,
                                             backend=backend, jit_compile=jit_compile, precision=precision,
@@ -323,9 +319,7 @@ class TableQA:
 
 def _load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_compile: bool, precision: str):
     """(the runner `backend` picks for `model_dir`, the model's config)."""
-    if not os.path.exists(model_dir_lib.config_path(model_dir)):  # Before TensorFlow loads, if it will.
-        raise FileNotFoundError(f"{model_dir} is not a tapas-tf model directory: {model_dir_lib.CONFIG_FILE} "
-                                "is missing")
+    model_dir_lib.require_config(model_dir)  # Before TensorFlow loads, if it will.
     tensorflow_only = [option for option, asked in (("jit_compile", jit_compile),
                                                     (f"precision={precision}", precision != "float32")) if asked]
     if backend == "lite" and tensorflow_only:
@@ -358,7 +352,7 @@ def _aggregation_loader(model_dir: str, options: Dict) -> Callable[[], TableQA]:
     def load() -> TableQA:
         return TableQA.from_model_dir(model_dir, name=name, **options)
 
-    load.model_name = name  # type: ignore[attr-defined]
+    load.name = name  # type: ignore[attr-defined]  # As a loaded TableQA's: `aggregation_model_name`.
     return load
 
 
