@@ -112,6 +112,19 @@ PRESETS = {
 }
 
 
+# SYNTHETIC (`tapas_tf.task_registry.builtin`): questions made from tables, with gold cells and
+# operator (`data.synthetic_questions`), trained as WikiSQL with the gold operator but selecting
+# one column as WTQ and SQA do, so that both heads carry over to them (`--init_heads`). The
+# schedule is for a tiny model from random initialisation (issue 25); split files are
+# interactions files whose tables are used.
+SYNTHETIC_PRESET = TaskPreset(
+    splits=(Split("train", "train.tfrecord", is_training=True),
+            Split("dev", "dev.tfrecord", is_training=False, required=False)),
+    train_steps=3_000, learning_rate=5e-4, warmup_ratio=0.1, train_batch_size=32, gradient_clipping=1.0,
+    select_one_column=True, num_aggregation_labels=4, use_answer_as_supervision=False,
+    fallback_to_best_cell=True)
+
+
 def preset_of(task: Union[Task, TaskPreset]) -> TaskPreset:
     """The preset of a task: `PRESETS[task]` for a `Task`; a registered task's own preset as it is."""
     return task if isinstance(task, TaskPreset) else PRESETS[task]

@@ -35,7 +35,7 @@ def is_text_format(path: str) -> bool:
     return path.endswith(_TEXT_SUFFIXES)
 
 
-def _check_known_suffix(path: str) -> None:
+def check_known_suffix(path: str) -> None:
     if not path.endswith(_TEXT_SUFFIXES + _TFRECORD_SUFFIXES):
         raise ValueError(
             f"{path}: unknown interaction file type; use one of "
@@ -105,7 +105,7 @@ def _read_tfrecord(path: str) -> Iterator[Interaction]:
 
 def read_interactions(path: str) -> Iterator[Interaction]:
     """Yields the interactions of one file, in file order."""
-    _check_known_suffix(path)
+    check_known_suffix(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such interaction file")
     if is_text_format(path):
@@ -115,7 +115,7 @@ def read_interactions(path: str) -> Iterator[Interaction]:
 
 def write_interactions(path: str, interactions: Iterable[Interaction]) -> int:
     """Writes interactions to `path` in the format its suffix names; returns the count."""
-    _check_known_suffix(path)
+    check_known_suffix(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     count = 0
     if is_text_format(path):

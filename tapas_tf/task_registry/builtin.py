@@ -1,5 +1,6 @@
 """The paper's tasks: SQA, WikiTableQuestions, WikiSQL (answers only, or with the gold SQL's
-operator) and masked-LM pre-training.
+operator) and masked-LM pre-training; and SYNTHETIC, questions made from any tables with their
+gold cells and operator, for training between pre-training and WTQ or SQA.
 
 The readers load when a split is opened: WTQ's answer matching imports SciPy (seconds), which
 `--help` and the modes that read no release need not wait for.
@@ -7,7 +8,7 @@ The readers load when a split is opened: WTQ's answer matching imports SciPy (se
 
 from tapas_tf.data.readers.release_reader import ReleaseReader
 from tapas_tf.task_registry.registry import TaskSpec, register
-from tapas_tf.tasks import PRESETS, Task
+from tapas_tf.tasks import PRESETS, SYNTHETIC_PRESET, Task
 
 
 def open_sqa(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
@@ -41,10 +42,20 @@ def open_wikisql_supervised(path: str, input_dir: str, is_training: bool) -> Rel
     return wikisql.release_file(path, input_dir, supervised=True)
 
 
+def open_synthetic(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
+    """The tables of an interactions file; the questions are made (`data.synthetic_questions`)."""
+    from tapas_tf.data.readers import synthetic
+
+    del is_training
+    return synthetic.TablesFile(path, input_dir)
+
+
 register(TaskSpec(Task.SQA.value, PRESETS[Task.SQA], reader=open_sqa, evaluation="sqa"))
 register(TaskSpec(Task.WTQ.value, PRESETS[Task.WTQ], reader=open_wtq, evaluation="denotation"))
 register(TaskSpec(Task.WIKISQL.value, PRESETS[Task.WIKISQL], reader=open_wikisql, evaluation="denotation"))
 register(TaskSpec(Task.WIKISQL_SUPERVISED.value, PRESETS[Task.WIKISQL_SUPERVISED],
                   reader=open_wikisql_supervised, evaluation="denotation"))
+register(TaskSpec("SYNTHETIC", SYNTHETIC_PRESET, reader=open_synthetic, evaluation="denotation",
+                  conversion={"drop_rows_to_fit": True}))
 # Trains on the masked-LM data of beam_jobs/create_pretrain_data.py; evaluate: masked-LM accuracy.
 register(TaskSpec(Task.PRETRAIN.value, PRESETS[Task.PRETRAIN]))

@@ -1,0 +1,68 @@
+"""The tables for synthetic questions (`--task=SYNTHETIC`): the distinct tables of a task's training
+interactions, without the tables that any evaluation uses.
+
+    python experiments/synthetic_tables.py --interactions=WTQ_OUT/interactions/train.tfrecord \
+        --exclude_interactions=MIX/interactions/holdout.tfrecord --output=SYNTH_IN/train.tfrecord
+
+Left out: the held-out slice's tables (`--exclude_interactions`, any number of files) and the
+tables of SQA's and WTQ's dev sets (read from the releases), so that training on the synthetic
+questions sees no table that a held-out or dev score is measured on. Prints what it kept and why
+it left the rest out.
+"""
+
+import argparse
+import collections
+import csv
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from mix_tasks import table_key  # noqa: E402  (experiments/ is not a package)
+from tapas_tf.data import interaction_io  # noqa: E402
+
+
+def dev_tables(datasets: str) -> set:
+    """Keys of the tables of SQA's and WTQ's random-split-1 dev sets."""
+    keys = set()
+    with open(os.path.join(datasets, "sqa", "random-split-1-dev.tsv"), newline="") as f:
+        keys.update(table_key(row["table_file"]) for row in csv.DictReader(f, delimiter="\t"))
+    with open(os.path.join(datasets, "wtq", "random-split-1-dev.tsv"), newline="") as f:
+        keys.update(table_key(row["context"])
+                    for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return keys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--interactions", required=True, action="append")
+    parser.add_argument("--exclude_interactions", action="append", default=[])
+    parser.add_argument("--datasets", default="../shared/datasets")
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args(argv)
+
+    excluded = {key: "dev" for key in dev_tables(args.datasets)}
+    for path in args.exclude_interactions:
+        for interaction in interaction_io.read_interactions(path):
+            excluded.setdefault(table_key(interaction.table.table_id), "held_out")
+    counts, kept, seen = collections.Counter(), [], set()
+    for path in args.interactions:
+        for interaction in interaction_io.read_interactions(path):
+            key = table_key(interaction.table.table_id)
+            if key in seen:
+                continue
+            seen.add(key)
+            reason = excluded.get(key)
+            counts[f"left_out_{reason}" if reason else "kept"] += 1
+            if not reason:
+                table_only = type(interaction)(id=key)
+                table_only.table.CopyFrom(interaction.table)
+                kept.append(table_only)
+    interaction_io.write_interactions(args.output, kept)
+    print(f"{len(seen)} distinct tables: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+          + f" -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
