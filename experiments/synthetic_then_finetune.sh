@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 25: a tiny model trained first on synthetic questions with gold cells and operators (the
+# SYNTHETIC task: questions made from WTQ's training tables), then fine-tuned on WTQ from answers
+# only and on SQA, as the released TAPAS models were fine-tuned on WikiSQL and SQA before WTQ.
+#
+#   experiments/synthetic_then_finetune.sh STAGE [args...]
+#
+# Stages, in order (each writes under $WORK, default /tmp/exp; needs the SQA and WTQ data and the
+# mixture of `experiments/minilm_sqa_wtq.sh data`):
+#   tables                  the distinct WTQ training tables, without the held-out slice's and
+#                           without any SQA or WTQ dev table -> $WORK/synth/tables/train.tfrecord
+#   data                    SYNTHETIC create_data on them -> $WORK/synth/data
+#   synth NAME [flags]      a tiny model on the synthetic questions -> $WORK/synth_NAME
+#   finetune KIND NAME FROM [flags]
+#                           KIND wtq or sqa: fine-tune $WORK/synth_FROM (both heads kept) on the
+#                           mixture's WTQ (or SQA) half -> $WORK/KIND_NAME; then
+#                           `KIND=... experiments/minilm_sqa_wtq.sh holdout NAME` and `dev NAME`
+#                           score it on the held-out slice and on dev.
+# The runs of docs/RESULTS.md (issue 25, session 15):
+#   experiments/synthetic_then_finetune.sh tables && experiments/synthetic_then_finetune.sh data
+#   experiments/synthetic_then_finetune.sh synth tiny
+#   experiments/synthetic_then_finetune.sh finetune wtq syn tiny
+#   experiments/synthetic_then_finetune.sh finetune sqa syn tiny
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WORK=${WORK:-/tmp/exp}
+DATASETS=${DATASETS:-../shared/datasets}
+PYTHON=${PYTHON:-.venv/bin/python}
+SYNTH_STEPS=${SYNTH_STEPS:-3000}
+stage=${1:?usage: $0 tables|data|synth NAME|finetune KIND NAME FROM [flags...]}
+shift
+
+stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+case "$stage" in
+  tables)
+    "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
+      --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
+      --output="$WORK/synth/tables/train.tfrecord"
+    ;;
+  data)
+    stamp "SYNTHETIC create_data"
+    "$PYTHON" run_task.py --task=SYNTHETIC --mode=create_data --input_dir="$WORK/synth/tables" \
+      --output_dir="$WORK/synth/data" --noprogress_bar
+    stamp done
+    ;;
+  synth)
+    name=${1:?synth needs a NAME}; shift
+    stamp "training $WORK/synth_$name"
+    # The tiny recipe of the SQA and WTQ runs (5e-4, 10% warm-up, linear decay, clipping 1.0).
+    "$PYTHON" run_task.py --task=SYNTHETIC --mode=train --output_dir="$WORK/synth/data" \
+      --model_dir="$WORK/synth_$name" --model_size=tiny --train_steps="$SYNTH_STEPS" --train_batch_size=32 \
+      --learning_rate=5e-4 --warmup_ratio=0.1 --gradient_clipping=1.0 --save_checkpoints_steps=500 \
+      --keep_checkpoint_max=6 --log_steps=50 --noprogress_bar --seed=1 "$@"
+    stamp done
+    ;;
+  finetune)
+    kind=${1:?finetune needs KIND (wtq or sqa)}; name=${2:?finetune needs a NAME}; from=${3:?finetune needs FROM}
+    shift 3
+    case "$kind" in
+      wtq) task=WTQ; steps=${TRAIN_STEPS:-1500}
+           # Temperature 1.0: the cell head was trained at 1.0 on the synthetic questions; WTQ's
+           # 0.035 would multiply its logits by 28.
+           extra=(--noreset_cell_selection_weights --temperature=1.0) ;;
+      sqa) task=SQA; steps=${TRAIN_STEPS:-2500}; extra=() ;;
+      *) echo "KIND must be wtq or sqa, not $kind" >&2; exit 2 ;;
+    esac
+    stamp "fine-tuning $WORK/synth_$from on $task -> $WORK/${kind}_$name"
+    "$PYTHON" run_task.py --task="$task" --mode=train --train_file="$WORK/mix/tf_examples/train_$kind.tfrecord" \
+      --model_dir="$WORK/${kind}_$name" --init_checkpoint="$WORK/synth_$from" --init_heads "${extra[@]}" \
+      --train_steps="$steps" --train_batch_size=32 --learning_rate=5e-4 --warmup_ratio=0.1 \
+      --gradient_clipping=1.0 --save_checkpoints_steps=250 --keep_checkpoint_max=12 --log_steps=50 \
+      --noprogress_bar --seed=1 "$@"
+    stamp done
+    ;;
+  *)
+    echo "unknown stage $stage (tables, data, synth, finetune)" >&2
+    exit 2
+    ;;
+esac
