@@ -15,7 +15,8 @@ import pytest
 from tapas_tf.data import interaction_io
 from tapas_tf.data import synthetic_questions as sq
 from tapas_tf.data.readers.common import ReaderError, make_table
-from tapas_tf.data.readers.synthetic import TablesFile
+from tapas_tf.data.readers.synthetic import TablesFile, interaction_id
+from tapas_tf.features.example_features import QUESTION_ID_INTS_LENGTH
 from tapas_tf.data.sql_execution import AVERAGE, COUNT, NONE, SUM, cell_number
 
 PYLONS = make_table("pylons", ["Pylon", "Height (m)", "Year"],
@@ -166,3 +167,12 @@ def test_the_reader_refuses_what_is_not_an_interactions_file(tmp_path):
         TablesFile(str(tmp_path / "missing.tfrecord")).check_header()
     with pytest.raises(ValueError, match="questions_per_table"):
         TablesFile(str(tmp_path / "t.tfrecord"), questions_per_table=0)
+
+
+def test_a_long_table_id_gets_a_short_hashed_interaction_id():
+    page = "http://en.wikipedia.org/wiki/Diving_at_the_1984_Summer_Olympics_-_Women's_3_metre_springboard_infobox0"
+    assert interaction_id("csv/203-csv/1.csv", 3) == "csv/203-csv/1.csv-synthetic-3"
+    long_id = interaction_id(page, 12)
+    assert long_id.startswith("synthetic-") and long_id.endswith("-12") and long_id == interaction_id(page, 12)
+    assert long_id != interaction_id(page + "x", 12)
+    assert len(long_id + "_1") <= QUESTION_ID_INTS_LENGTH  # The question ids the examples carry fit.

@@ -13,6 +13,7 @@ made (no named column, one row, ...) is a line error "no_synthetic_question". Bo
 failures file with their record number.
 """
 
+import hashlib
 import random
 from typing import Dict, Iterator, Union
 
@@ -22,6 +23,17 @@ from tapas_tf.data.readers.common import ReaderError
 
 QUESTIONS_PER_TABLE = 40
 RANDOM_SEED = 1
+# Table ids longer than this (the Wikipedia job's are page addresses) are replaced by a hash in
+# the interaction and question ids, which the examples carry in a fixed-size feature (the table
+# keeps its id).
+MAX_ID_CHARS = 40
+
+
+def interaction_id(table_key: str, index: int) -> str:
+    """"csv/203-csv/1.csv-synthetic-3", or "synthetic-<16 hex digits>-3" for a long table id."""
+    if len(table_key) > MAX_ID_CHARS:
+        return f"synthetic-{hashlib.sha256(table_key.encode('utf-8')).hexdigest()[:16]}-{index}"
+    return f"{table_key}-synthetic-{index}"
 
 
 class TablesFile:
@@ -83,4 +95,4 @@ class TablesFile:
                 self.questions_read += len(conversation)
                 for question in conversation:
                     self._kinds[question.kind] = self._kinds.get(question.kind, 0) + 1
-                yield synthetic_questions.to_interaction(table, conversation, f"{key}-synthetic-{index}")
+                yield synthetic_questions.to_interaction(table, conversation, interaction_id(key, index))
