@@ -10,8 +10,8 @@ Two roles, one directory each under `bundled/`:
 - the aggregation model (`AGGREGATION_DIR`, `bundled_aggregation_model_dir()`): trained on
   WikiTableQuestions from answers alone, with an aggregation head (COUNT, SUM, AVERAGE); `TableQA`
   hands it the first questions of a conversation that read like counting or arithmetic
-  ("how many", "total"; `qa.question_hints`). None ships yet (docs/MODELS.md says why), and an
-  installation may lack it: `bundled_aggregation_model_dir()` is then None.
+  ("how many", "total"; `qa.question_hints`). An installation may lack it:
+  `bundled_aggregation_model_dir()` is then None, and the conversation model answers alone.
 
 Each directory's `compact.json` gives the commands that trained the model and its dev scores;
 `docs/RESULTS.md` has the whole experiments, `docs/MODELS.md` what each model is good for.
@@ -22,7 +22,7 @@ from typing import Optional
 
 BUNDLED_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
 BUNDLED_DIR = os.path.join(BUNDLED_ROOT, "sqa_tiny")
-AGGREGATION_DIR = os.path.join(BUNDLED_ROOT, "wtq_minilm")
+AGGREGATION_DIR = os.path.join(BUNDLED_ROOT, "wtq_tiny")
 # Every bundled model's weights together (the repository carries them): npz and LiteRT copies.
 MAX_BUNDLED_BYTES = 60 * 1000 * 1000
 

@@ -202,3 +202,22 @@ def test_a_pair_of_models_names_the_one_that_answered(tmp_path):
     missing = _ask(f"--table={TABLE}", f"--model_dir={cells}", f"--aggregation_model_dir={tmp_path}/none_here",
                    "how many?")
     assert missing.returncode == 1 and f"{tmp_path}/none_here is not a tapas-tf model directory" in missing.stderr
+
+
+def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
+    """No --model_dir: a counting question goes to the bundled aggregation model, which executes
+    its operator; a lookup and its follow-up stay with the conversation model; =none turns the
+    pair off, and the counting question then gets cells and the note that the model cannot count."""
+    stdin = "how many pylons are in austria?\n:new\nwhat is the tallest pylon?\nwhat is its height?\n"
+    result = _ask(f"--table={TABLE}", "--json", stdin=stdin)
+    assert result.returncode == 0, result.stderr[-3000:]
+    count, lookup, follow_up = [json.loads(line) for line in result.stdout.splitlines()]
+    assert count["model"] == "bundled wtq_tiny (LiteRT)"
+    assert count["operator"] in ("COUNT", "SUM", "AVERAGE") and isinstance(count["value"], (int, float))
+    assert lookup["model"] == follow_up["model"] == "bundled sqa_tiny (LiteRT)"
+    assert [cell["text"] for cell in lookup["cells"]] == ["Glacial Aerial Tramway Kaprun III"]  # The README's question.
+    alone = _ask(f"--table={TABLE}", "--json", "--aggregation_model_dir=none", "how many pylons are in austria?")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    answer = json.loads(alone.stdout)
+    assert answer["model"] == "bundled sqa_tiny (LiteRT)" and answer["value"] is None
+    assert any("no aggregation head" in note for note in answer["diagnostics"])
