@@ -9,13 +9,18 @@ query `SELECT agg(column) WHERE conditions` executed on the table (`sql_executio
 the executor of the WikiSQL reader, so the answers follow the same rules), written as a question
 by a template.
 
-    >>> table = make_table("t", ["Pylon", "Height (m)", "Year"],
-    ...                    [["Pylon A", "310", "1931"], ["Pylon B", "295", "1931"], ["Pylon C", "270", "1967"]])
-    >>> for question in synthesize(table, random.Random(0), 3):
-    ...     print(question.text, question.answer)
-    how many pylon where year is 1931?   COUNT of (0, 0), (1, 0) = 2
-    which pylon has the highest height (m)?   NONE: (0, 0)
-    ...
+    table = make_table("t", ["Pylon", "Height (m)", "Year"],
+                       [["Pylon A", "310", "1931"], ["Pylon B", "295", "1931"], ["Pylon C", "270", "1967"]])
+    for conversation in synthesize(table, random.Random(0), 4):
+        for question in conversation:
+            print(question.text, "|", describe(question))
+    # what was the average year? | AVERAGE of (0, 2), (1, 2), (2, 2) = 1943
+    # which pylon had the most year? | NONE: (2, 0)
+    # who has the smallest height (m)? | NONE: (2, 0)
+    # what is the most year? | NONE: (2, 2)
+
+The templates are not always good English ("the most year"); they teach which words ask for
+which operator and which cells, and the fine-tuning on real questions follows.
 
 Kinds of question (`KINDS`), each with several phrasings:
   lookup     what is the {sel} where {col} is {value}?          NONE, the matching cells
