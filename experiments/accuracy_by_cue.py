@@ -15,21 +15,15 @@ from typing import Dict, List
 
 sys.path.insert(0, __file__.rsplit("/experiments/", 1)[0])
 from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
-from tapas_tf.inference.metrics import denotation_matches  # noqa: E402
 from tapas_tf.inference.prediction_files import read_predictions_tsv  # noqa: E402
+from tapas_tf.inference.sequential import PredictionRun, question_results  # noqa: E402
 from tapas_tf.qa.question_hints import aggregation_cue  # noqa: E402
 
 
 def _correct(interactions, path: str) -> Dict[str, bool]:
-    predicted = {p.question_id: p.answer for p in read_predictions_tsv(path)}
-    result = {}
-    for interaction in interactions:
-        question = interaction.questions[0]
-        gold = question.answer
-        gold_float = gold.float_value if gold.HasField("float_value") else None
-        answer = predicted.get(question.id)
-        result[question.id] = answer is not None and denotation_matches(answer, list(gold.answer_texts), gold_float)
-    return result
+    """Question id -> whether the file's answer is right, scored as predict_and_evaluate scores it
+    (an empty answer, a question that was not converted, is wrong)."""
+    return dict(question_results(interactions, PredictionRun(read_predictions_tsv(path), {})))
 
 
 def _accuracy(correct: Dict[str, bool], ids) -> Dict[str, float]:

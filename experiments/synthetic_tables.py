@@ -18,18 +18,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from mix_tasks import table_key  # noqa: E402  (experiments/ is not a package)
+from mix_tasks import table_key, wtq_dev_tables  # noqa: E402  (experiments/ is not a package)
 from tapas_tf.data import interaction_io  # noqa: E402
 
 
 def dev_tables(datasets: str) -> set:
     """Keys of the tables of SQA's and WTQ's random-split-1 dev sets."""
-    keys = set()
+    keys = wtq_dev_tables(os.path.join(datasets, "wtq"))
     with open(os.path.join(datasets, "sqa", "random-split-1-dev.tsv"), newline="") as f:
         keys.update(table_key(row["table_file"]) for row in csv.DictReader(f, delimiter="\t"))
-    with open(os.path.join(datasets, "wtq", "random-split-1-dev.tsv"), newline="") as f:
-        keys.update(table_key(row["context"])
-                    for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     return keys
 
 

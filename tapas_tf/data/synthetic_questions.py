@@ -44,8 +44,8 @@ import random
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.sql_execution import (AVERAGE, COUNT, NONE, SUM, Condition, SqlResult, cell_number,
-                                         execute_sql, format_number, matching_rows)
+from tapas_tf.data.sql_execution import (AGG_OPS, AVERAGE, COND_OPS, COUNT, NONE, SUM, Condition, SqlResult,
+                                         cell_number, execute_sql, format_number, matching_rows)
 from tapas_tf.data.text_normalization import collapse_whitespace
 
 KINDS = ("lookup", "column", "extreme", "argmax", "count", "sum", "average", "followup")
@@ -120,10 +120,6 @@ class _Table:
     numeric: Tuple[int, ...]  # The columns that hold numbers (`NUMERIC_FRACTION`).
     textual: Tuple[int, ...]  # Named columns with at least two distinct short values.
 
-    @property
-    def header(self) -> Tuple[str, ...]:
-        return self.names
-
 
 def seed_of(table_id: str, random_seed: int) -> int:
     """The generator's seed for one table: the same in every process and worker."""
@@ -171,8 +167,8 @@ def _condition(table: _Table, rng: random.Random, exclude: int) -> Optional[Tupl
 
 
 def _execute(table: _Table, sel: int, agg: str, condition: Optional[Condition]) -> SqlResult:
-    conds = [[condition.column, ("=", ">", "<").index(condition.operator), condition.value]] if condition else []
-    return execute_sql(table.header, None, table.rows, sel, ("", "MAX", "MIN", "COUNT", "SUM", "AVG").index(agg), conds)
+    conds = [[condition.column, COND_OPS.index(condition.operator), condition.value]] if condition else []
+    return execute_sql(table.names, None, table.rows, sel, AGG_OPS.index(agg), conds)
 
 
 def _from_result(kind: str, text: str, result: SqlResult) -> Optional[SyntheticQuestion]:
@@ -247,10 +243,9 @@ def _extreme_row(table: _Table, rows: Sequence[int], number: int, highest: bool)
 
 
 def _argmax(table: _Table, rng: random.Random) -> Optional[SyntheticQuestion]:
-    names = [c for c in table.textual]
-    if not names or not table.numeric:
+    if not table.textual or not table.numeric:
         return None
-    name, number = rng.choice(names), rng.choice(table.numeric)
+    name, number = rng.choice(table.textual), rng.choice(table.numeric)
     highest = rng.random() < 0.5
     row = _extreme_row(table, range(len(table.rows)), number, highest)
     if row is None or not table.rows[row][name]:
