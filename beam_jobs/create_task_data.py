@@ -43,7 +43,7 @@ from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.data.readers.release_reader import OpenReader, ReleaseReader  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
 from tapas_tf.pipelines import (  # noqa: E402
-    beam_options, classifier_data, progress, reports, runners, task_files)
+    beam_options, classifier_data, one_file, progress, reports, runners, task_files)
 from tapas_tf.task_registry import TaskSpec, conversion_config, get_task, task_names, tasks_for  # noqa: E402
 from tapas_tf.task_registry.modules import (  # noqa: E402
     TaskModuleError, load_task_module, task_module_arguments)
@@ -96,18 +96,16 @@ def build_pipeline(root, task: AnyTask, input_dir: str, output_dir: str,
                 progress_key, classifier_data.progress_counts)
         annotated = interactions | f"{split.name}/AnnotateNumbers" >> classifier_data.AnnotateNumbers(source)
         (annotated.interactions
-         | f"{split.name}/WriteInteractions" >> beam.io.WriteToTFRecord(
-             paths["interactions"], coder=beam.coders.ProtoCoder(interaction_pb2.Interaction),
-             shard_name_template=""))
+         | f"{split.name}/WriteInteractions" >> one_file.WriteToOneFile(
+             paths["interactions"], coder=beam.coders.ProtoCoder(interaction_pb2.Interaction)))
         converted = annotated.interactions | f"{split.name}/ToExamples" >> classifier_data.ToClassifierExamples(
             split_config, source)
-        (converted.examples
-         | f"{split.name}/WriteExamples" >> beam.io.WriteToTFRecord(paths["examples"], shard_name_template=""))
+        _ = converted.examples | f"{split.name}/WriteExamples" >> one_file.WriteToOneFile(paths["examples"])
         ((read.failed, annotated.failed, converted.failed)
          | f"{split.name}/AllFailures" >> beam.Flatten()
          | f"{split.name}/FormatFailures" >> beam.Map(classifier_data.format_failure)
-         | f"{split.name}/WriteFailures" >> beam.io.WriteToText(
-             paths["failures"], shard_name_template="", header="\t".join(classifier_data.FAILURE_COLUMNS)))
+         | f"{split.name}/WriteFailures" >> one_file.WriteToOneFile(
+             paths["failures"], kind=one_file.TEXT, header="\t".join(classifier_data.FAILURE_COLUMNS)))
 
 
 def run_create_data(task: AnyTask, input_dir: str, output_dir: str, config: ConversionConfig,
