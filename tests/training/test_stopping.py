@@ -305,7 +305,9 @@ def test_sigkill_at_random_points_of_checkpoint_saves_always_leaves_a_complete_c
     model_dir = str(tmp_path / "model")
     script = textwrap.dedent(_KILLED_IN_SAVES)
     result = subprocess.run([sys.executable, "-c", script, data, model_dir, str(KILLS)],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT, env=_env())
+                            capture_output=True, text=True, timeout=1800, cwd=ROOT, env=_env())
+    # The bound is generous (about 30 s on a quiet 2-core machine; ten fresh TensorFlow children
+    # slow down many times over beside other work): the test is about what the kills leave.
     assert result.returncode == 0, result.stderr[-3000:]
     runs = _killed_runs(result.stdout)
     assert len(runs) == KILLS and all(run["killed"] for run in runs), (runs, result.stderr[-3000:])
