@@ -8,6 +8,13 @@ Left out: the held-out slice's tables (`--exclude_interactions`, any number of f
 tables of SQA's and WTQ's dev sets (read from the releases), so that training on the synthetic
 questions sees no table that a held-out or dev score is measured on. Prints what it kept and why
 it left the rest out.
+
+Tables whose ids are not WikiTableQuestions names (the Wikipedia job's: page addresses) are kept
+under their own ids; leave the evaluation tables out of them in the Wikipedia job itself, with
+`--exclude_tables` of the file `--excluded_out` writes (every left-out table's WTQ name):
+
+    python experiments/synthetic_tables.py --interactions=WTQ_OUT/interactions/train.tfrecord \
+        --exclude_interactions=MIX/interactions/holdout.tfrecord --output=TABLES.tfrecord --excluded_out=EXCLUDE.txt
 """
 
 import argparse
@@ -30,12 +37,22 @@ def dev_tables(datasets: str) -> set:
     return keys
 
 
+def _key(table_id: str) -> str:
+    """A WTQ table's key ("204_590"); any other table's own id."""
+    try:
+        return table_key(table_id)
+    except ValueError:
+        return table_id
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--interactions", required=True, action="append")
     parser.add_argument("--exclude_interactions", action="append", default=[])
     parser.add_argument("--datasets", default="../shared/datasets")
     parser.add_argument("--output", required=True)
+    parser.add_argument("--excluded_out", default=None,
+                        help="Also write the WTQ names (csv/2xx-csv/N.csv) of the tables left out, one per line.")
     args = parser.parse_args(argv)
 
     excluded = {key: "dev" for key in dev_tables(args.datasets)}
@@ -45,7 +62,7 @@ def main(argv=None) -> int:
     counts, kept, seen = collections.Counter(), [], set()
     for path in args.interactions:
         for interaction in interaction_io.read_interactions(path):
-            key = table_key(interaction.table.table_id)
+            key = _key(interaction.table.table_id)
             if key in seen:
                 continue
             seen.add(key)
@@ -56,6 +73,9 @@ def main(argv=None) -> int:
                 table_only.table.CopyFrom(interaction.table)
                 kept.append(table_only)
     interaction_io.write_interactions(args.output, kept)
+    if args.excluded_out:
+        with open(args.excluded_out, "w") as f:
+            f.writelines(f"csv/{key.replace('_', '-csv/', 1)}.csv\n" for key in sorted(excluded))
     print(f"{len(seen)} distinct tables: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
           + f" -> {args.output}")
     return 0

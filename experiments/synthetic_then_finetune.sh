@@ -10,7 +10,16 @@
 #   tables                  the distinct WTQ training tables, without the held-out slice's and
 #                           without any SQA or WTQ dev table -> $WORK/synth/tables/train.tfrecord
 #   data                    SYNTHETIC create_data on them -> $WORK/synth/data
-#   synth NAME [flags]      a tiny model on the synthetic questions -> $WORK/synth_NAME
+#   synth NAME [flags]      a tiny model on the synthetic questions ($SYNTH_DATA, default
+#                           $WORK/synth/data) -> $WORK/synth_NAME
+# The wider table set of session 16 (9,588 tables), before `synth`:
+#   exclude                 the names of every SQA and WTQ dev table and held-out table
+#                           -> $WORK/synth/exclude_tables.txt
+#   pages                   the Wikipedia job's tables of the WTQ pages and the dump samples,
+#                           those tables left out -> $WORK/synth/pages/interactions
+#   tables2                 the WTQ training tables (held-out ones left out) and those
+#                           -> $WORK/synth2/tables/train.tfrecord
+#   data2                   SYNTHETIC create_data on them -> $WORK/synth2/data
 #   finetune KIND NAME FROM [flags]
 #                           KIND wtq or sqa: fine-tune $WORK/synth_FROM (both heads kept) on the
 #                           mixture's WTQ (or SQA) half -> $WORK/KIND_NAME; then
@@ -21,6 +30,12 @@
 #   experiments/synthetic_then_finetune.sh synth tiny
 #   experiments/synthetic_then_finetune.sh finetune wtq syn tiny
 #   experiments/synthetic_then_finetune.sh finetune sqa syn tiny
+# and of session 16 (the bundled pair since then):
+#   experiments/synthetic_then_finetune.sh exclude && ... pages && ... tables2 && ... data2
+#   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=12000 experiments/synthetic_then_finetune.sh synth s2 \
+#     --save_checkpoints_steps=1000 --log_steps=100 --shuffle_buffer=50000
+#   experiments/synthetic_then_finetune.sh finetune wtq s2 s2
+#   experiments/synthetic_then_finetune.sh finetune sqa s2 s2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +43,9 @@ WORK=${WORK:-/tmp/exp}
 DATASETS=${DATASETS:-../shared/datasets}
 PYTHON=${PYTHON:-.venv/bin/python}
 SYNTH_STEPS=${SYNTH_STEPS:-3000}
-stage=${1:?usage: $0 tables|data|synth NAME|finetune KIND NAME FROM [flags...]}
+SYNTH_DATA=${SYNTH_DATA:-$WORK/synth/data}
+WIKIPEDIA=$DATASETS/wikipedia
+stage=${1:?usage: $0 tables|data|exclude|pages|tables2|data2|synth NAME|finetune KIND NAME FROM [flags...]}
 shift
 
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -45,11 +62,37 @@ case "$stage" in
       --output_dir="$WORK/synth/data" --noprogress_bar
     stamp done
     ;;
+  exclude)
+    mkdir -p "$WORK/synth"
+    "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
+      --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
+      --output="$WORK/synth/tables/train.tfrecord" --excluded_out="$WORK/synth/exclude_tables.txt"
+    ;;
+  pages)
+    stamp "Wikipedia tables"
+    "$PYTHON" beam_jobs/create_pretrain_data.py --stage=extract --interactions_format=tfrecord \
+      --input_dumps="$WIKIPEDIA/enwiki-sample-pages-articles.xml.bz2" \
+      --input_dumps="$WIKIPEDIA/enwiki-table-markup.xml.bz2" --input_pages="$WIKIPEDIA/wtq_pages/*/*.html.gz" \
+      --exclude_tables="$WORK/synth/exclude_tables.txt" --output_dir="$WORK/synth/pages" --noprogress_bar
+    stamp done
+    ;;
+  tables2)
+    "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
+      --interactions="$(ls "$WORK"/synth/pages/interactions/*.tfrecord | head -n 1)" \
+      --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
+      --output="$WORK/synth2/tables/train.tfrecord"
+    ;;
+  data2)
+    stamp "SYNTHETIC create_data, the wider table set"
+    "$PYTHON" run_task.py --task=SYNTHETIC --mode=create_data --input_dir="$WORK/synth2/tables" \
+      --output_dir="$WORK/synth2/data" --noprogress_bar
+    stamp done
+    ;;
   synth)
     name=${1:?synth needs a NAME}; shift
     stamp "training $WORK/synth_$name"
     # The tiny recipe of the SQA and WTQ runs (5e-4, 10% warm-up, linear decay, clipping 1.0).
-    "$PYTHON" run_task.py --task=SYNTHETIC --mode=train --output_dir="$WORK/synth/data" \
+    "$PYTHON" run_task.py --task=SYNTHETIC --mode=train --output_dir="$SYNTH_DATA" \
       --model_dir="$WORK/synth_$name" --model_size=tiny --train_steps="$SYNTH_STEPS" --train_batch_size=32 \
       --learning_rate=5e-4 --warmup_ratio=0.1 --gradient_clipping=1.0 --save_checkpoints_steps=500 \
       --keep_checkpoint_max=6 --log_steps=50 --noprogress_bar --seed=1 "$@"
@@ -75,7 +118,7 @@ case "$stage" in
     stamp done
     ;;
   *)
-    echo "unknown stage $stage (tables, data, synth, finetune)" >&2
+    echo "unknown stage $stage (tables, data, exclude, pages, tables2, data2, synth, finetune)" >&2
     exit 2
     ;;
 esac
