@@ -208,7 +208,7 @@ def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
     """No --model_dir: a counting question goes to the bundled aggregation model, which executes
     its operator; a lookup and its follow-up stay with the conversation model; =none turns the
     pair off, and the counting question then gets cells and the note that the model cannot count."""
-    stdin = "how many pylons are in austria?\n:new\nwhat is the tallest pylon?\nwhat is its height?\n"
+    stdin = "how many pylons are in austria?\n:new\nwhich pylon is the tallest?\nwhat is its height?\n"
     result = _ask(f"--table={TABLE}", "--json", stdin=stdin)
     assert result.returncode == 0, result.stderr[-3000:]
     count, lookup, follow_up = [json.loads(line) for line in result.stdout.splitlines()]
