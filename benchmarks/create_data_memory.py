@@ -16,13 +16,11 @@ Target (issue 27): peak memory at 10x within 1.2x of 1x.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from typing import Dict
 
-import psutil
 from machine import machine_line  # benchmarks/machine.py
+from peak_memory import run_with_peak_rss  # benchmarks/peak_memory.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_FILE = "random-split-1-train.tsv"
@@ -58,20 +56,7 @@ def run_job(project_dir: str, input_dir: str, out_dir: str) -> Dict[str, object]
     command = [sys.executable, os.path.join(project_dir, "beam_jobs", "create_task_data.py"), "--task=WTQ",
                f"--input_dir={input_dir}", f"--output_dir={out_dir}", "--noprogress_bar"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": project_dir}
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    root = psutil.Process(process.pid)
-    peak = 0
-    while process.poll() is None:
-        try:
-            tree = [root] + root.children(recursive=True)
-            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise RuntimeError(process.stderr.read().decode()[-3000:])
+    seconds, peak = run_with_peak_rss(command, env)
     with open(os.path.join(out_dir, "conversion_report.json")) as f:
         split = json.load(f)["splits"]["train"]
     return {"seconds": round(seconds, 1), "peak_rss_mb": round(peak / 2**20, 1),

@@ -18,13 +18,11 @@ import bz2
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 from typing import Dict, List
 
-import psutil
 from machine import machine_line  # benchmarks/machine.py
+from peak_memory import run_with_peak_rss  # benchmarks/peak_memory.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES_PER_STREAM = 100
@@ -65,20 +63,7 @@ def run_job(dump: str, out_dir: str, workers: int) -> Dict[str, object]:
     if workers > 1:
         command.append("--direct_running_mode=multi_processing")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    root = psutil.Process(process.pid)
-    peak = 0
-    while process.poll() is None:
-        try:
-            tree = [root] + root.children(recursive=True)
-            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise RuntimeError(process.stderr.read().decode()[-3000:])
+    seconds, peak = run_with_peak_rss(command, env)
     counters = json.load(open(os.path.join(out_dir, "pretrain_report.json")))["counters"]
     articles = counters.get("pages_read", 0) - sum(v for k, v in counters.items() if k.startswith("pages_skipped_"))
     tables = sum(v for k, v in counters.items() if k.startswith("tables_extracted_"))
