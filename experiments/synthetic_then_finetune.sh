@@ -8,13 +8,12 @@
 # Stages, in order (each writes under $WORK, default /tmp/exp; needs the SQA and WTQ data and the
 # mixture of `experiments/minilm_sqa_wtq.sh data`):
 #   tables                  the distinct WTQ training tables, without the held-out slice's and
-#                           without any SQA or WTQ dev table -> $WORK/synth/tables/train.tfrecord
+#                           without any SQA or WTQ dev table -> $WORK/synth/tables/train.tfrecord,
+#                           and the names of the tables left out -> $WORK/synth/exclude_tables.txt
 #   data                    SYNTHETIC create_data on them -> $WORK/synth/data
 #   synth NAME [flags]      a tiny model on the synthetic questions ($SYNTH_DATA, default
 #                           $WORK/synth/data) -> $WORK/synth_NAME
-# The wider table set of session 16 (9,588 tables), before `synth`:
-#   exclude                 the names of every SQA and WTQ dev table and held-out table
-#                           -> $WORK/synth/exclude_tables.txt
+# The wider table set of session 16 (9,588 tables), after `tables` and before `synth`:
 #   pages                   the Wikipedia job's tables of the WTQ pages and the dump samples,
 #                           those tables left out -> $WORK/synth/pages/interactions
 #   tables2                 the WTQ training tables (held-out ones left out) and those
@@ -31,7 +30,7 @@
 #   experiments/synthetic_then_finetune.sh finetune wtq syn tiny
 #   experiments/synthetic_then_finetune.sh finetune sqa syn tiny
 # and of session 16 (the bundled pair since then):
-#   experiments/synthetic_then_finetune.sh exclude && ... pages && ... tables2 && ... data2
+#   experiments/synthetic_then_finetune.sh tables && ... pages && ... tables2 && ... data2
 #   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=12000 experiments/synthetic_then_finetune.sh synth s2 \
 #     --save_checkpoints_steps=1000 --log_steps=100 --shuffle_buffer=50000
 #   experiments/synthetic_then_finetune.sh finetune wtq s2 s2
@@ -45,7 +44,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 SYNTH_STEPS=${SYNTH_STEPS:-3000}
 SYNTH_DATA=${SYNTH_DATA:-$WORK/synth/data}
 WIKIPEDIA=$DATASETS/wikipedia
-stage=${1:?usage: $0 tables|data|exclude|pages|tables2|data2|synth NAME|finetune KIND NAME FROM [flags...]}
+stage=${1:?usage: $0 tables|data|pages|tables2|data2|synth NAME|finetune KIND NAME FROM [flags...]}
 shift
 
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -54,19 +53,13 @@ case "$stage" in
   tables)
     "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
       --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
-      --output="$WORK/synth/tables/train.tfrecord"
+      --output="$WORK/synth/tables/train.tfrecord" --excluded_out="$WORK/synth/exclude_tables.txt"
     ;;
   data)
     stamp "SYNTHETIC create_data"
     "$PYTHON" run_task.py --task=SYNTHETIC --mode=create_data --input_dir="$WORK/synth/tables" \
       --output_dir="$WORK/synth/data" --noprogress_bar
     stamp done
-    ;;
-  exclude)
-    mkdir -p "$WORK/synth"
-    "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
-      --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
-      --output="$WORK/synth/tables/train.tfrecord" --excluded_out="$WORK/synth/exclude_tables.txt"
     ;;
   pages)
     stamp "Wikipedia tables"
@@ -77,8 +70,10 @@ case "$stage" in
     stamp done
     ;;
   tables2)
+    # Every shard the Wikipedia job wrote (one per bundle).
+    pages=("$WORK"/synth/pages/interactions/*.tfrecord)
     "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
-      --interactions="$(ls "$WORK"/synth/pages/interactions/*.tfrecord | head -n 1)" \
+      "${pages[@]/#/--interactions=}" \
       --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
       --output="$WORK/synth2/tables/train.tfrecord"
     ;;
@@ -118,7 +113,7 @@ case "$stage" in
     stamp done
     ;;
   *)
-    echo "unknown stage $stage (tables, data, exclude, pages, tables2, data2, synth, finetune)" >&2
+    echo "unknown stage $stage (tables, data, pages, tables2, data2, synth, finetune)" >&2
     exit 2
     ;;
 esac
