@@ -18,7 +18,8 @@ def test_tfrecord_records_of_every_shard_end_in_one_file(tmp_path):
     path = str(tmp_path / "train.tfrecord")
     records = [f"record {i}".encode() for i in range(300)]
     with test_pipeline.TestPipeline() as p:
-        # Reshuffle spreads the records over several bundles, so several shards are written.
+        # The in-process DirectRunner writes these as one shard; joining several is checked by
+        # test_concatenate_shards_in_name_order_and_deletes_them.
         _ = (p | beam.Create(records) | beam.Reshuffle() | one_file.WriteToOneFile(path))
     assert _files(tmp_path) == ["train.tfrecord"]
     written = [r.numpy() for r in tf.data.TFRecordDataset(path)]
