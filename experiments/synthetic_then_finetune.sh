@@ -12,7 +12,12 @@
 #                           and the names of the tables left out -> $WORK/synth/exclude_tables.txt
 #   data                    SYNTHETIC create_data on them -> $WORK/synth/data
 #   synth NAME [flags]      a tiny model on the synthetic questions ($SYNTH_DATA, default
-#                           $WORK/synth/data) -> $WORK/synth_NAME
+#                           $WORK/synth/data) -> $WORK/synth_NAME; with SYNTH_INIT=DIR, the model
+#                           of DIR (both heads kept) instead of a tiny one from random weights
+#   stack NAME SOURCE [ORDER]
+#                           a deeper model whose layers are copies of SOURCE's (ORDER, default
+#                           0,1,0,1: a bundled tiny model becomes L4/H128) -> $WORK/synth_NAME,
+#                           to train with `synth` (SYNTH_INIT) or `finetune ... NAME`
 # The wider table set of session 16 (9,588 tables), after `tables` and before `synth`:
 #   pages                   the Wikipedia job's tables of the WTQ pages and the dump samples,
 #                           those tables left out -> $WORK/synth/pages/interactions
@@ -44,7 +49,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 SYNTH_STEPS=${SYNTH_STEPS:-3000}
 SYNTH_DATA=${SYNTH_DATA:-$WORK/synth/data}
 WIKIPEDIA=$DATASETS/wikipedia
-stage=${1:?usage: $0 tables|data|pages|tables2|data2|synth NAME|finetune KIND NAME FROM [flags...]}
+stage=${1:?usage: $0 tables|data|pages|tables2|data2|synth NAME|stack NAME SOURCE|finetune KIND NAME FROM [flags...]}
 shift
 
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -86,12 +91,18 @@ case "$stage" in
   synth)
     name=${1:?synth needs a NAME}; shift
     stamp "training $WORK/synth_$name"
+    if [ -n "${SYNTH_INIT:-}" ]; then start=(--init_checkpoint="$SYNTH_INIT" --init_heads --noreset_cell_selection_weights)
+    else start=(--model_size=tiny); fi
     # The tiny recipe of the SQA and WTQ runs (5e-4, 10% warm-up, linear decay, clipping 1.0).
     "$PYTHON" run_task.py --task=SYNTHETIC --mode=train --output_dir="$SYNTH_DATA" \
-      --model_dir="$WORK/synth_$name" --model_size=tiny --train_steps="$SYNTH_STEPS" --train_batch_size=32 \
+      --model_dir="$WORK/synth_$name" "${start[@]}" --train_steps="$SYNTH_STEPS" --train_batch_size=32 \
       --learning_rate=5e-4 --warmup_ratio=0.1 --gradient_clipping=1.0 --save_checkpoints_steps=500 \
       --keep_checkpoint_max=6 --log_steps=50 --noprogress_bar --seed=1 "$@"
     stamp done
+    ;;
+  stack)
+    name=${1:?stack needs a NAME}; source=${2:?stack needs a SOURCE model directory}
+    "$PYTHON" experiments/stack_layers.py --source="$source" --output="$WORK/synth_$name" --layer_order="${3:-0,1,0,1}"
     ;;
   finetune)
     kind=${1:?finetune needs KIND (wtq or sqa)}; name=${2:?finetune needs a NAME}; from=${3:?finetune needs FROM}
@@ -113,7 +124,7 @@ case "$stage" in
     stamp done
     ;;
   *)
-    echo "unknown stage $stage (tables, data, pages, tables2, data2, synth, finetune)" >&2
+    echo "unknown stage $stage (tables, data, pages, tables2, data2, synth, stack, finetune)" >&2
     exit 2
     ;;
 esac
