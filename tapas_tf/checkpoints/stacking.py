@@ -1,6 +1,6 @@
 """A deeper model started from a trained shallow one: its transformer layers stacked again.
 
-    stack_layers("tapas_tf/checkpoints/bundled/wtq_tiny", "runs/wtq_l4_init", [0, 1, 0, 1])
+    stack_layers("tapas_tf/checkpoints/bundled/wtq_tiny", "runs/wtq_l4_init", "0,1,0,1")   # -> [0, 1, 0, 1]
 
 Progressive stacking (Gong et al., ICML 2019, "Efficient training of BERT by progressively
 stacking"): a trained L-layer encoder is copied on top of itself into a 2L-layer one, whose
@@ -57,7 +57,7 @@ def stack_layers(source_dir: str, output_dir: str, layer_order: str) -> List[int
     """
     source_config = model_dir_lib.load_config(source_dir)
     order = parse_layer_order(layer_order, source_config.num_hidden_layers)
-    source = model_dir_lib.load_model(source_dir)
+    source = model_dir_lib.load_model(source_dir, config=source_config)
     weights = {name: variable.numpy() for name, variable in source.weight_map().items()}
     config = source_config.replace(num_hidden_layers=len(order))
     target = importer.build_model(config, "qa")

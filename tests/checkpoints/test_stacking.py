@@ -7,28 +7,17 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import tf_keras  # noqa: E402
 
 from tapas_tf.checkpoints import importer, model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.checkpoints.stacking import parse_layer_order, source_name, stack_layers  # noqa: E402
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tests.inference.test_sequential import save_model_dir  # noqa: E402
-from tests.model_fixtures import tiny_config  # noqa: E402
+from tapas_tf.models.qa_model import dummy_features  # noqa: E402
+from tests.checkpoints.test_compact import _random_model_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     """A tiny two-layer model with random weights everywhere (heads too), and an aggregation head."""
-    config = tiny_config(num_aggregation_labels=4)
-    tf_keras.utils.set_random_seed(5)
-    model = TapasForQuestionAnswering(config)
-    model(dummy_features(1, 8))
-    rng = np.random.default_rng(1)
-    for variable in model.weight_map().values():
-        variable.assign(rng.normal(0, 0.05, variable.shape).astype(np.float32))
-    path = str(tmp_path_factory.mktemp("source") / "model")
-    save_model_dir(path, model, config)
-    return path
+    return _random_model_dir(tmp_path_factory.mktemp("source") / "model")
 
 
 def _outputs(model_dir):
