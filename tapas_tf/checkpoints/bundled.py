@@ -51,5 +51,5 @@ def bundled_weights_bytes(root: str = BUNDLED_ROOT) -> int:
         directory = os.path.join(root, name)
         if os.path.isdir(directory):
             total += sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory)
-                         if f.endswith((".npz", ".tflite")))
+                         if f.endswith((".npz", ".tflite", ".tflite.stripped")))
     return total

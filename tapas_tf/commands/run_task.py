@@ -326,7 +326,7 @@ def export(spec: TaskSpec, pipeline_args: List[str]) -> None:
     if FLAGS.export_lite:
         from tapas_tf.serving.lite_export import export_lite_model
 
-        path = export_lite_model(model_dir, checkpoint=FLAGS.checkpoint)
+        path = export_lite_model(model_dir, checkpoint=FLAGS.checkpoint, share_weights=FLAGS.lite_share_weights)
         logging.info("Wrote %s, the LiteRT copy that ask runs without TensorFlow", path)
 
 

@@ -91,6 +91,9 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
                          lower_bound=1)
     flags.DEFINE_bool("export_lite", False, "Also write MODEL_DIR/model.tflite, the LiteRT copy that `ask` runs "
                       "without TensorFlow (tapas_tf.serving.lite_export); without --export_dir, only that.")
+    flags.DEFINE_bool("lite_share_weights", True, "With --export_lite on a compact model directory (float16 "
+                      "weights, as the bundled models): write model.tflite.stripped, the copy without the "
+                      "weights weights_float16.npz holds; --nolite_share_weights writes the whole model.tflite.")
 
     # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
     flags.DEFINE_string("train_file", None,

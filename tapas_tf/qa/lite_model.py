@@ -5,6 +5,10 @@
       model.tflite.json    the model's config, the outputs, and the fingerprint of the weights
                            the copy was converted from
 
+or, in a compact model directory (`checkpoints.compact`, as the bundled models are), instead of
+model.tflite: model.tflite.stripped, the copy without the weights weights_float16.npz already
+holds, which `LiteRunner` puts back in memory (`lite_weights`; the info file's `shared_weights`).
+
 `lite_export.export_lite_model` writes both (it needs TensorFlow). `LiteRunner` runs the copy with
 the `ai-edge-litert` interpreter, which needs only NumPy, so a process that answers with it never
 imports TensorFlow: `TableQA` picks it when the model directory has a current copy (see
@@ -43,8 +47,10 @@ import numpy as np
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
+from tapas_tf.qa import lite_weights
 
 LITE_MODEL_FILE = "model.tflite"
+LITE_STRIPPED_FILE = "model.tflite.stripped"
 LITE_INFO_FILE = "model.tflite.json"
 FORMAT_VERSION = 1
 OUTPUTS = ("probabilities", "aggregation_logits")
@@ -79,6 +85,9 @@ class LiteModel:
       fingerprint: `weights_fingerprint` of the weights it was converted from.
       signatures: (key, rows, columns) of each signature, smallest heads first; () for a copy with
         one unnamed signature.
+      shared_weights: for a stripped copy (`path` is model.tflite.stripped), the info file's
+        {"file": the compact weights, "sha256": of the whole copy, "segments": `lite_weights` segments};
+        None for a whole one.
     """
 
     path: str
@@ -86,6 +95,28 @@ class LiteModel:
     outputs: Tuple[str, ...]
     fingerprint: str
     signatures: Tuple[Tuple[str, int, int], ...] = ()
+    shared_weights: Optional[Mapping[str, Any]] = None
+
+    def flatbuffer(self) -> bytes:
+        """The copy's bytes; a stripped copy with its weights put back from the compact weights.
+
+        Raises:
+          LiteModelError: a stripped copy that does not rebuild into the copy that was exported.
+        """
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if not self.shared_weights:
+            return data
+        weights_path = os.path.join(os.path.dirname(self.path), self.shared_weights["file"])
+        try:
+            with np.load(weights_path) as weights:
+                return lite_weights.restore_shared_weights(
+                    data, weights, [tuple(s) for s in self.shared_weights["segments"]],
+                    self.shared_weights["sha256"], source=self.path)
+        except OSError as e:
+            raise LiteModelError(f"{self.path} takes its weights from {weights_path}, which cannot be read ({e})") from None
+        except lite_weights.SharedWeightsError as e:
+            raise LiteModelError(str(e)) from None
 
     def signature_for(self, row_ids: np.ndarray, column_ids: np.ndarray) -> Optional[str]:
         """The smallest signature whose heads hold every row and column id of a question (None: the
@@ -162,12 +193,18 @@ def weights_fingerprint(model_dir: str, checkpoint: Optional[str] = None) -> str
 
 
 def write_lite_info(model_dir: str, config: Mapping[str, Any], outputs: Sequence[str], fingerprint: str,
-                    source: Mapping[str, Any], signatures: Optional[Mapping[str, Sequence[int]]] = None) -> str:
-    """Writes model_dir/model.tflite.json; returns its path. `signatures`: key -> [rows, columns]."""
-    info = {"format": FORMAT_VERSION, "model": LITE_MODEL_FILE, "inputs": list(MODEL_INPUT_FEATURES),
+                    source: Mapping[str, Any], signatures: Optional[Mapping[str, Sequence[int]]] = None,
+                    shared_weights: Optional[Mapping[str, Any]] = None) -> str:
+    """Writes model_dir/model.tflite.json; returns its path. `signatures`: key -> [rows, columns];
+    `shared_weights`: as `LiteModel.shared_weights`, for a stripped copy."""
+    model_file = LITE_STRIPPED_FILE if shared_weights else LITE_MODEL_FILE
+    info = {"format": FORMAT_VERSION, "model": model_file, "inputs": list(MODEL_INPUT_FEATURES),
             "outputs": list(outputs), "fingerprint": fingerprint, "source": dict(source), "config": dict(config)}
     if signatures:
         info["signatures"] = {key: [int(rows), int(columns)] for key, (rows, columns) in signatures.items()}
+    if shared_weights:
+        info["shared_weights"] = {"file": str(shared_weights["file"]), "sha256": str(shared_weights["sha256"]),
+                                  "segments": [[int(o), str(n), str(l)] for o, n, l in shared_weights["segments"]]}
     path = os.path.join(model_dir, LITE_INFO_FILE)
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -180,8 +217,8 @@ def read_lite_model(model_dir: str) -> LiteModel:
     Raises:
       LiteModelError: no copy (present=False), or an info file that is not this format.
     """
-    path, info_path = lite_model_path(model_dir), os.path.join(model_dir, LITE_INFO_FILE)
-    if not os.path.exists(path):
+    info_path = os.path.join(model_dir, LITE_INFO_FILE)
+    if not any(os.path.exists(os.path.join(model_dir, f)) for f in (LITE_MODEL_FILE, LITE_STRIPPED_FILE)):
         raise LiteModelError(f"{model_dir} has no {LITE_MODEL_FILE}; write one with "
                              "`run_task.py --mode=export --export_lite --model_dir=...`", present=False)
     try:
@@ -193,7 +230,15 @@ def read_lite_model(model_dir: str) -> LiteModel:
         signatures = tuple(sorted(((str(key), int(rows), int(columns))
                                    for key, (rows, columns) in info.get("signatures", {}).items()),
                                   key=lambda s: (s[1] * s[2], s[0])))
-        return LiteModel(path, dict(info["config"]), outputs, str(info["fingerprint"]), signatures)
+        shared = info.get("shared_weights")
+        if info["model"] not in (LITE_MODEL_FILE, LITE_STRIPPED_FILE) or bool(shared) != (info["model"] == LITE_STRIPPED_FILE):
+            raise ValueError(f"model {info['model']!r} with shared_weights {'' if shared else 'not '}given")
+        path = os.path.join(model_dir, info["model"])
+        if not os.path.exists(path):
+            raise LiteModelError(f"{info_path} names {info['model']}, which is missing; export the copy again")
+        return LiteModel(path, dict(info["config"]), outputs, str(info["fingerprint"]), signatures, shared)
+    except LiteModelError:
+        raise
     except FileNotFoundError:
         raise LiteModelError(f"{info_path} is missing; export the LiteRT copy again") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -286,11 +331,12 @@ class LiteRunner:
         if count < 1 or num_threads < 1:
             raise ValueError(f"interpreters and num_threads must be at least 1, got {count} and {num_threads}")
         self.lite = lite
+        content = lite.flatbuffer()  # Read once: every interpreter shares these bytes.
         # LIFO: a lone caller keeps reusing the interpreter whose buffers are warm in the cache.
         self._free: "queue.LifoQueue" = queue.LifoQueue()
         with _native_stderr_hidden():
             for _ in range(count):
-                interpreter = Interpreter(model_path=lite.path, num_threads=num_threads)
+                interpreter = Interpreter(model_content=content, num_threads=num_threads)
                 interpreter.allocate_tensors()  # Applies the XNNPACK delegate, which logs a line.
                 keys = [key for key, _, _ in lite.signatures] or [None]
                 self._free.put({key: interpreter.get_signature_runner(key) for key in keys})
