@@ -101,7 +101,9 @@ def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[s
     os.makedirs(out_dir, exist_ok=True)
     model_dir_lib.save_config(out_dir, model_dir_lib.load_config(model_dir))
     path = os.path.join(out_dir, WEIGHTS_FILES[weights])
-    np.savez_compressed(path, **stored)
+    # Stored, not deflated: float16 weights shrink by only 8% in zlib, and inflating them cost 0.1 s
+    # of every fresh process's first answer (0.11 against 0.02 s for a tiny model's 9 MB).
+    np.savez(path, **stored)
     info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
             "source_step": model_dir_lib.checkpoint_step(checkpoint) if checkpoint else 0,
             "weights": weights, "variables": len(model.weight_map()), "parameters": int(parameters),
