@@ -396,9 +396,9 @@ def test_a_copy_with_one_signature_still_answers(model_dirs, tmp_path):
 
 
 def test_a_compact_directory_gets_a_stripped_copy_that_answers_as_tensorflow(model_dirs, tmp_path):
-    from tapas_tf.checkpoints import compact
-
     import shutil
+
+    from tapas_tf.checkpoints import compact
 
     model_dir = tmp_path / "compact"
     compact.write_compact_model_dir(model_dirs["wtq"], str(model_dir))
