@@ -114,7 +114,8 @@ class LiteModel:
                     data, weights, [tuple(s) for s in self.shared_weights["segments"]],
                     self.shared_weights["sha256"], source=self.path)
         except OSError as e:
-            raise LiteModelError(f"{self.path} takes its weights from {weights_path}, which cannot be read ({e})") from None
+            raise LiteModelError(f"{self.path} takes its weights from {weights_path}, which cannot be read "
+                                 f"({e})") from None
         except lite_weights.SharedWeightsError as e:
             raise LiteModelError(str(e)) from None
 
@@ -203,8 +204,9 @@ def write_lite_info(model_dir: str, config: Mapping[str, Any], outputs: Sequence
     if signatures:
         info["signatures"] = {key: [int(rows), int(columns)] for key, (rows, columns) in signatures.items()}
     if shared_weights:
+        segments = [[int(offset), str(name), str(layout)] for offset, name, layout in shared_weights["segments"]]
         info["shared_weights"] = {"file": str(shared_weights["file"]), "sha256": str(shared_weights["sha256"]),
-                                  "segments": [[int(o), str(n), str(l)] for o, n, l in shared_weights["segments"]]}
+                                  "segments": segments}
     path = os.path.join(model_dir, LITE_INFO_FILE)
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -231,7 +233,8 @@ def read_lite_model(model_dir: str) -> LiteModel:
                                    for key, (rows, columns) in info.get("signatures", {}).items()),
                                   key=lambda s: (s[1] * s[2], s[0])))
         shared = info.get("shared_weights")
-        if info["model"] not in (LITE_MODEL_FILE, LITE_STRIPPED_FILE) or bool(shared) != (info["model"] == LITE_STRIPPED_FILE):
+        stripped = info["model"] == LITE_STRIPPED_FILE
+        if info["model"] not in (LITE_MODEL_FILE, LITE_STRIPPED_FILE) or bool(shared) != stripped:
             raise ValueError(f"model {info['model']!r} with shared_weights {'' if shared else 'not '}given")
         path = os.path.join(model_dir, info["model"])
         if not os.path.exists(path):

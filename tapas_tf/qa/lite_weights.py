@@ -135,6 +135,6 @@ def restore_shared_weights(stripped: bytes, weights: Mapping[str, np.ndarray], s
     parts.append(stripped[position:])
     flatbuffer = b"".join(parts)
     if hashlib.sha256(flatbuffer).hexdigest() != sha256:
-        raise SharedWeightsError(f"{source} rebuilt from the compact weights is not the copy that was exported "
-                                 "(the weights or the stripped file changed); export the copy again")
+        raise SharedWeightsError(f"{source} rebuilt from the compact weights is not the copy that was "
+                                 "exported (the weights or the stripped file changed); export the copy again")
     return flatbuffer

@@ -75,7 +75,8 @@ def export_lite_model(model_dir: str, checkpoint: Optional[str] = None, share_we
     _write_atomically(path, shared.pop("stripped") if shared else flatbuffer)
     if os.path.exists(os.path.join(model_dir, other)):  # The other form would be a second, stale copy.
         os.remove(os.path.join(model_dir, other))
-    source = {"checkpoint": os.path.basename(newest or ""), "tensorflow": tf.__version__, "bytes": len(flatbuffer)}
+    source = {"checkpoint": os.path.basename(newest or ""), "tensorflow": tf.__version__,
+              "bytes": len(flatbuffer)}
     lite_model.write_lite_info(model_dir, config.to_dict(), outputs, fingerprint, source,
                                {signature_key(size): size for size in sizes}, shared)
     return path
