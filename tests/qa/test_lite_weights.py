@@ -63,7 +63,8 @@ def test_a_changed_or_missing_weight_is_refused_not_run():
     digest = hashlib.sha256(blob).hexdigest()
     changed = dict(weights, embeddings=weights["embeddings"] + np.float16(0.5))
     with pytest.raises(lite_weights.SharedWeightsError,
-                       match="copy.tflite rebuilt from the compact weights is not the copy that was exported"):
+                       match="copy.tflite rebuilt from the compact weights is not the copy that was "
+                             "exported"):
         lite_weights.restore_shared_weights(stripped, changed, segments, digest, source="copy.tflite")
     missing = {k: v for k, v in weights.items() if k != "output/kernel"}
     with pytest.raises(lite_weights.SharedWeightsError, match="needs weight output/kernel, which the"):
