@@ -40,6 +40,12 @@
 #     --save_checkpoints_steps=1000 --log_steps=100 --shuffle_buffer=50000
 #   experiments/synthetic_then_finetune.sh finetune wtq s2 s2
 #   experiments/synthetic_then_finetune.sh finetune sqa s2 s2
+# and of session 18 (a mini model, L4/H256, through the same stage; the size flag overrides tiny):
+#   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=4000 experiments/synthetic_then_finetune.sh synth mini \
+#     --model_size=mini --learning_rate=3e-4 --save_checkpoints_steps=250 --keep_checkpoint_max=8 \
+#     --log_steps=25 --shuffle_buffer=50000
+#   experiments/synthetic_then_finetune.sh finetune sqa mini mini --learning_rate=3e-4
+#   experiments/synthetic_then_finetune.sh finetune wtq mini mini --learning_rate=3e-4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -92,7 +98,7 @@ case "$stage" in
     name=${1:?synth needs a NAME}; shift
     stamp "training $WORK/synth_$name"
     if [ -n "${SYNTH_INIT:-}" ]; then start=(--init_checkpoint="$SYNTH_INIT" --init_heads --noreset_cell_selection_weights)
-    else start=(--model_size=tiny); fi
+    else start=(--model_size=tiny); fi  # A later --model_size in the flags wins (absl keeps the last).
     # The tiny recipe of the SQA and WTQ runs (5e-4, 10% warm-up, linear decay, clipping 1.0).
     "$PYTHON" run_task.py --task=SYNTHETIC --mode=train --output_dir="$SYNTH_DATA" \
       --model_dir="$WORK/synth_$name" "${start[@]}" --train_steps="$SYNTH_STEPS" --train_batch_size=32 \
