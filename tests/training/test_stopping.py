@@ -114,6 +114,8 @@ def test_sigint_stops_after_the_step_with_a_checkpoint_and_the_resume_continues(
     model_config, train_config = tiny_configs(data, train_steps=8, save_checkpoints_steps=100, **SHUFFLED)
     model_dir = str(tmp_path / "model")
     steps = []
+    # Python's own handler in a terminal; SIG_IGN when the suite was started in the background.
+    handler_before = signal.getsignal(signal.SIGINT)
 
     def on_step_end(step, values):
         steps.append(step)
@@ -123,7 +125,7 @@ def test_sigint_stops_after_the_step_with_a_checkpoint_and_the_resume_continues(
     result = training.train(model_config, train_config, model_dir, on_step_end=on_step_end)
     assert (result.step, result.stopped_by, steps) == (3, "SIGINT", [1, 2, 3])
     assert model_dir_lib.latest_checkpoint(model_dir).endswith("/ckpt-3")  # Not a periodic save (every 100).
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler_before  # The run's handler is gone again.
 
     resumed, steps = _train(model_config, train_config, model_dir)
     assert (resumed.step, resumed.stopped_by, steps) == (8, None, [4, 5, 6, 7, 8])
