@@ -418,6 +418,19 @@ def test_a_compact_directory_gets_a_stripped_copy_that_answers_as_tensorflow(mod
     for table, question in QUESTIONS:
         assert_same_answer(lite.answer(table, question), tensorflow.answer(table, question))
 
+    # A stripped file that does not rebuild into the exported copy is refused, with its name.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(model_dir, damaged)
+    data = bytearray((damaged / lite_model.LITE_STRIPPED_FILE).read_bytes())
+    data[100] ^= 0xFF
+    (damaged / lite_model.LITE_STRIPPED_FILE).write_bytes(bytes(data))
+    with pytest.raises(lite_model.LiteModelError, match=f"{damaged / lite_model.LITE_STRIPPED_FILE} rebuilt from "
+                                                        "the compact weights is not the copy that was exported"):
+        lite_model.LiteRunner(lite_model.read_current_lite_model(str(damaged)))
+    (damaged / lite_model.LITE_STRIPPED_FILE).unlink()
+    with pytest.raises(lite_model.LiteModelError, match="has no model.tflite"):
+        lite_model.read_lite_model(str(damaged))
+
     # The whole copy on request; it replaces the stripped one, and answers the same.
     path = lite_export.export_lite_model(str(model_dir), share_weights=False)
     assert path == str(model_dir / lite_model.LITE_MODEL_FILE) and not stripped.exists()
@@ -425,21 +438,3 @@ def test_a_compact_directory_gets_a_stripped_copy_that_answers_as_tensorflow(mod
     for table, question in QUESTIONS[:2]:
         assert_same_answer(TableQA.from_model_dir(str(model_dir)).answer(table, question),
                            tensorflow.answer(table, question))
-
-
-def test_a_stripped_copy_that_does_not_rebuild_is_refused_with_its_name(model_dirs, tmp_path):
-    from tapas_tf.checkpoints import compact
-
-    model_dir = tmp_path / "compact"
-    compact.write_compact_model_dir(model_dirs["cells"], str(model_dir))
-    lite_export.export_lite_model(str(model_dir))
-    stripped = model_dir / lite_model.LITE_STRIPPED_FILE
-    data = bytearray(stripped.read_bytes())
-    data[100] ^= 0xFF
-    stripped.write_bytes(bytes(data))
-    with pytest.raises(lite_model.LiteModelError,
-                       match=f"{stripped} rebuilt from the compact weights is not the copy that was exported"):
-        lite_model.LiteRunner(lite_model.read_current_lite_model(str(model_dir)))
-    stripped.unlink()
-    with pytest.raises(lite_model.LiteModelError, match="has no model.tflite"):
-        lite_model.read_lite_model(str(model_dir))
