@@ -140,10 +140,6 @@ def litert_installed() -> bool:
     return importlib.util.find_spec("ai_edge_litert") is not None
 
 
-def lite_model_path(model_dir: str) -> str:
-    return os.path.join(model_dir, LITE_MODEL_FILE)
-
-
 # --- which weights ----------------------------------------------------------------------------
 
 

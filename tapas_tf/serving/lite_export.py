@@ -69,8 +69,10 @@ def export_lite_model(model_dir: str, checkpoint: Optional[str] = None, share_we
     _check(flatbuffer, functions, config, outputs)
     newest = checkpoint or lite_model.newest_checkpoint(model_dir)
     shared = _shared_weights(model_dir, flatbuffer) if share_weights and not newest else None
-    names = (lite_model.LITE_STRIPPED_FILE, lite_model.LITE_MODEL_FILE)
-    written, other = names if shared else names[::-1]
+    if shared:
+        written, other = lite_model.LITE_STRIPPED_FILE, lite_model.LITE_MODEL_FILE
+    else:
+        written, other = lite_model.LITE_MODEL_FILE, lite_model.LITE_STRIPPED_FILE
     path = os.path.join(model_dir, written)
     _write_atomically(path, shared.pop("stripped") if shared else flatbuffer)
     if os.path.exists(os.path.join(model_dir, other)):  # The other form would be a second, stale copy.
