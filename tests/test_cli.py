@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from tapas_tf import cli
+from tapas_tf.checkpoints.bundled import BUNDLED_DIR
 from tapas_tf.data.interaction_io import write_interactions
 from tests.conversion_fixtures import make_interaction
 from tests.vocab_fixture import write_test_vocab
@@ -106,7 +107,7 @@ def _weightless_model_dir(tmp) -> str:
     """A model directory with a config and no weights: ask and serve load TensorFlow to restore it and
     fail then (a directory without a config fails before TensorFlow loads)."""
     os.makedirs(tmp / "no-weights", exist_ok=True)
-    shutil.copy(os.path.join(ROOT, "tapas_tf", "checkpoints", "bundled", "sqa_tiny", "tapas_config.json"),
+    shutil.copy(os.path.join(BUNDLED_DIR, "tapas_config.json"),
                 tmp / "no-weights")
     return str(tmp / "no-weights")
 

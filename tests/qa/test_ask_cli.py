@@ -15,6 +15,7 @@ import types
 
 import pytest
 
+from tapas_tf.checkpoints.bundled import AGGREGATION_DIR, BUNDLED_DIR
 from tapas_tf.data.readers.common import make_table
 from tapas_tf.qa.ask_results import AskResult, SelectedCell
 from tapas_tf.qa.console import Console, read_table_file
@@ -212,12 +213,12 @@ def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
     result = _ask(f"--table={TABLE}", "--json", stdin=stdin)
     assert result.returncode == 0, result.stderr[-3000:]
     count, lookup, follow_up = [json.loads(line) for line in result.stdout.splitlines()]
-    assert count["model"] == "bundled wtq_tiny (LiteRT)"
+    assert count["model"] == f"bundled {os.path.basename(AGGREGATION_DIR)} (LiteRT)"
     assert count["operator"] in ("COUNT", "SUM", "AVERAGE") and isinstance(count["value"], (int, float))
-    assert lookup["model"] == follow_up["model"] == "bundled sqa_tiny (LiteRT)"
+    assert lookup["model"] == follow_up["model"] == f"bundled {os.path.basename(BUNDLED_DIR)} (LiteRT)"
     assert [cell["text"] for cell in lookup["cells"]] == ["Glacial Aerial Tramway Kaprun III"]  # The README's question.
     alone = _ask(f"--table={TABLE}", "--json", "--aggregation_model_dir=none", "how many pylons are in austria?")
     assert alone.returncode == 0, alone.stderr[-3000:]
     answer = json.loads(alone.stdout)
-    assert answer["model"] == "bundled sqa_tiny (LiteRT)" and answer["value"] is None
+    assert answer["model"] == f"bundled {os.path.basename(BUNDLED_DIR)} (LiteRT)" and answer["value"] is None
     assert any("no aggregation head" in note for note in answer["diagnostics"])

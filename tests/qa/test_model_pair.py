@@ -8,9 +8,12 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from tapas_tf.checkpoints.bundled import BUNDLED_DIR  # noqa: E402
 from tapas_tf.qa import table_qa  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import write_random_model_dir  # noqa: E402
+
+BUNDLED_NAME = f"bundled {os.path.basename(BUNDLED_DIR)}"  # What answers name the model by.
 
 TABLE = pd.DataFrame({"city": ["paris", "rome", "oslo"], "population": ["2,100", "2,800", "700"]})
 
@@ -89,11 +92,11 @@ def test_the_bundled_pair(models, monkeypatch):
     model when the installation has one (here, a stand-in); "none" turns it off."""
     monkeypatch.setattr(table_qa, "bundled_aggregation_model_dir", lambda: models["counts"])
     qa = TableQA.from_model_dir()
-    assert qa.name == "bundled sqa_tiny"
-    assert qa.answer(TABLE, "which city?").model == "bundled sqa_tiny"
+    assert qa.name == BUNDLED_NAME
+    assert qa.answer(TABLE, "which city?").model == BUNDLED_NAME
     assert qa.answer(TABLE, "how many cities?").model == "counts"
     assert TableQA.from_model_dir(aggregation_model_dir="none").answer(TABLE, "how many cities?").model == \
-        "bundled sqa_tiny"
+        BUNDLED_NAME
     monkeypatch.setattr(table_qa, "bundled_aggregation_model_dir", lambda: None)
     assert TableQA.from_model_dir().aggregation_model is None
 

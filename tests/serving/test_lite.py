@@ -319,7 +319,7 @@ def test_the_bundled_copy_is_current_small_and_answers_as_tensorflow():
     total = bundled_weights_bytes()  # Every bundled model's weights, LiteRT copies included.
     assert os.path.getsize(stripped) < total / 10 and total <= MAX_BUNDLED_BYTES
     lite, tensorflow = TableQA.from_model_dir(), TableQA.from_model_dir(backend="tensorflow")
-    assert lite.backend == "LiteRT" and lite.name == tensorflow.name == "bundled sqa_tiny"
+    assert lite.backend == "LiteRT" and lite.name == tensorflow.name == f"bundled {os.path.basename(BUNDLED_DIR)}"
     table = os.path.join(ROOT, "tapas_tf", "data", "example_tables", "aerial_lift_pylons.csv")
     for question in ("which pylon is the tallest?", "which country is torre jaume i in?"):
         assert_same_answer(lite.answer(table, question), tensorflow.answer(table, question))
