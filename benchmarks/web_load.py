@@ -2,6 +2,7 @@
 
     python benchmarks/web_load.py                                  # this checkout, the bundled model
     python benchmarks/web_load.py --repo /tmp/web_before --json_out /tmp/before.json   # another checkout
+    python benchmarks/web_load.py --load_only --server_flag=--noaccess_log   # the server without its access log
 
 Starts the server of --repo (its `tapas_tf`, run with this interpreter) on a free loopback port,
 warmed up as the command does, and then:
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -66,6 +67,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     parser.add_argument("--wide_timeout", type=float, default=120.0,
                         help="seconds before the wide upload, or a question meanwhile, is given up")
     parser.add_argument("--oversized_tries", type=int, default=20)
+    parser.add_argument("--server_flag", action="append", default=[],
+                        help="a flag for the server command, repeatable (e.g. --server_flag=--noaccess_log)")
     parser.add_argument("--load_only", action="store_true", help="only the load levels (step 1)")
     parser.add_argument("--json_out", default=None)
     return parser.parse_args(argv)
@@ -80,9 +83,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(repo: str, model_dir: Optional[str], port: int) -> Tuple[subprocess.Popen, float]:
+def start_server(repo: str, model_dir: Optional[str], port: int,
+                 flags: Sequence[str] = ()) -> Tuple[subprocess.Popen, float]:
     """The server process and its start-up seconds (model load and warm-up); it logs to a pipe we drain."""
-    command = [sys.executable, "-m", "tapas_tf.serve", f"--port={port}"]
+    command = [sys.executable, "-m", "tapas_tf.serve", f"--port={port}", *flags]
     if model_dir:
         command.append(f"--model_dir={model_dir}")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": repo}
@@ -334,8 +338,8 @@ def print_hostile(report: Dict) -> None:
 def main(argv: List[str]) -> None:
     args = parse_args(argv)
     port = free_port()
-    server, startup = start_server(os.path.abspath(args.repo), args.model_dir, port)
-    report: Dict = {"repo": os.path.abspath(args.repo), "machine": machine(),
+    server, startup = start_server(os.path.abspath(args.repo), args.model_dir, port, args.server_flag)
+    report: Dict = {"repo": os.path.abspath(args.repo), "server_flags": args.server_flag, "machine": machine(),
                     "startup_seconds": round(startup, 1)}
     try:
         report["load_average"] = {"start": [round(x, 2) for x in os.getloadavg()]}

@@ -26,6 +26,7 @@ flags.DEFINE_integer("max_sessions", 32, "Tables (with their conversations) kept
 flags.DEFINE_integer("max_table_rows", 10_000, "The most body rows of an uploaded table.")
 flags.DEFINE_integer("max_table_columns", 1_000, "The most columns of an uploaded table.")
 flags.DEFINE_integer("max_upload_mb", 5, "The largest CSV file accepted, in MiB.")
+flags.DEFINE_bool("access_log", True, "Log a line per request (uvicorn's); start-up and errors are logged either way.")
 flags.DEFINE_bool("warm_up", True, "Trace the model at every sequence length before listening (seconds at "
                   "start-up, so that no question waits for it).")
 flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --threshold, ... too.
@@ -49,7 +50,7 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     except KeyboardInterrupt:
         cli.fail(PROG, "interrupted before the server started", 130)
-    web_app.run_server(web, FLAGS.host, FLAGS.port)
+    web_app.run_server(web, FLAGS.host, FLAGS.port, FLAGS.access_log)
 
 
 if __name__ == "__main__":

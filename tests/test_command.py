@@ -10,7 +10,6 @@ trains a tiny model for 2 steps with `tapas-tf train` (about 20 seconds on 2 cor
 import json
 import os
 import subprocess
-import sys
 import sysconfig
 
 import pytest

@@ -118,9 +118,10 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
 
 
 def server_config(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                  log_level: str = "info") -> uvicorn.Config:
-    """How uvicorn serves the app: on `host` (loopback unless told otherwise), one process."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1,
+                  log_level: str = "info", access_log: bool = True) -> uvicorn.Config:
+    """How uvicorn serves the app: on `host` (loopback unless told otherwise), one process, with a
+    log line per request unless `access_log` is off."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, access_log=access_log,
                           timeout_graceful_shutdown=_GRACEFUL_SECONDS)
 
 
@@ -143,9 +144,11 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def run_server(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serves the app until Ctrl-C or SIGTERM, then returns; uvicorn logs the address and each request."""
-    _Server(server_config(app, host, port)).run()
+def run_server(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+               access_log: bool = True) -> None:
+    """Serves the app until Ctrl-C or SIGTERM, then returns; uvicorn logs the address, and each
+    request unless `access_log` is off."""
+    _Server(server_config(app, host, port, access_log=access_log)).run()
 
 
 # --- errors -----------------------------------------------------------------------------------

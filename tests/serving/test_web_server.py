@@ -273,9 +273,9 @@ class ServeProcess:
             self.process.wait(30)
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_serve_stops_on_a_signal_after_the_request_in_flight(trained, stop):
-    server = ServeProcess(trained, "--max_table_columns=3")
+@pytest.mark.parametrize("stop,access_log", [(signal.SIGINT, "--access_log"), (signal.SIGTERM, "--noaccess_log")])
+def test_serve_stops_on_a_signal_after_the_request_in_flight(trained, stop, access_log):
+    server = ServeProcess(trained, "--max_table_columns=3", access_log)
     try:
         server.wait_for_line("Uvicorn running on")
         wide = upload(server.url, b"a,b,c,d\n1,2,3,4\n", "four.csv")
@@ -304,3 +304,6 @@ def test_serve_stops_on_a_signal_after_the_request_in_flight(trained, stop):
     output = "".join(server.output)
     assert "Traceback" not in output and "CancelledError" not in output and "KeyboardInterrupt" not in output
     assert "Finished server process" in output
+    # A line per request unless --noaccess_log; the start and the stop are logged either way.
+    assert ('"POST /api/ask HTTP/1.1" 200' in output) == (access_log == "--access_log"), output[-3000:]
+    assert "Uvicorn running on" in output
