@@ -146,7 +146,10 @@ def test_the_readme_test_command_is_what_ci_runs():
     ci_steps = [step for line in _read(".ci/run").splitlines() if line.strip() and not line.lstrip().startswith("#")
                 for step in _shell_steps(line)]
     readme_steps = _shell_steps(readme_command)
-    assert readme_steps[-1] == ".venv/bin/python -m pytest", readme_steps
+    # The whole suite (options only, no test paths), on every core.
+    runner, options = readme_steps[-1][:len(".venv/bin/python -m pytest")], readme_steps[-1].split()[3:]
+    assert runner == ".venv/bin/python -m pytest", readme_steps
+    assert options == ["-n", "auto", "--dist", "loadfile"], options
     positions = [ci_steps.index(step) if step in ci_steps else -1 for step in readme_steps]
     assert -1 not in positions, f".ci/run lacks {[s for s, p in zip(readme_steps, positions) if p < 0]}"
     assert positions == sorted(positions), "the README and .ci/run run the steps in different orders"
