@@ -81,6 +81,11 @@ class TapasConfig:
       use_row_embeddings: bool, add the row_ids embeddings (false: "no row embeddings"; row ids
         still index cells). A released checkpoint imported into a model with a switch off has
         the switched-off tables dropped and listed in its import report.
+      use_question_match_embeddings: bool, add a table marking the word pieces the question and
+        the table share (computed in the model from input_ids; not part of released TAPAS).
+      question_match_ignored_ids: tuple of word-piece ids that never match (special tokens,
+        punctuation, stop words; `tapas_tf.features.question_match.ignored_ids` lists a
+        vocabulary's).
       max_num_rows: int, row segments of the cell index (larger row ids share the last one).
       max_num_columns: int, column segments (larger column ids share the last one).
       select_one_column: bool, hierarchical loss: pick one column, then cells in it.
@@ -121,6 +126,8 @@ class TapasConfig:
     use_rank_embeddings: bool = True
     use_column_embeddings: bool = True
     use_row_embeddings: bool = True
+    use_question_match_embeddings: bool = False
+    question_match_ignored_ids: Tuple[int, ...] = ()
     max_num_rows: int = 64
     max_num_columns: int = 32
     select_one_column: bool = True
@@ -148,6 +155,12 @@ class TapasConfig:
             if isinstance(self.type_vocab_sizes, (str, bytes)) or not hasattr(self.type_vocab_sizes, "__iter__"):
                 raise ValueError(f"type_vocab_sizes must be a sequence of ints, got {self.type_vocab_sizes!r}.")
             object.__setattr__(self, "type_vocab_sizes", tuple(self.type_vocab_sizes))
+        if not isinstance(self.question_match_ignored_ids, tuple):
+            if isinstance(self.question_match_ignored_ids, (str, bytes)) or not hasattr(
+                    self.question_match_ignored_ids, "__iter__"):
+                raise ValueError("question_match_ignored_ids must be a sequence of ints, got "
+                                 f"{self.question_match_ignored_ids!r}.")
+            object.__setattr__(self, "question_match_ignored_ids", tuple(self.question_match_ignored_ids))
         _validate(self)
 
     @property
@@ -174,6 +187,7 @@ class TapasConfig:
         """All fields as JSON-compatible values (the tuple becomes a list)."""
         values = dataclasses.asdict(self)
         values["type_vocab_sizes"] = list(self.type_vocab_sizes)
+        values["question_match_ignored_ids"] = list(self.question_match_ignored_ids)
         return values
 
     def to_json_string(self) -> str:
@@ -220,7 +234,7 @@ def _validate(config: TapasConfig) -> None:
         _check_int(config, name, minimum=1)
     for name in ("num_aggregation_labels", "num_classification_labels"):
         _check_int(config, name, minimum=0)
-    for name in EMBEDDING_SWITCHES:
+    for name in EMBEDDING_SWITCHES + ("use_question_match_embeddings",):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be a bool, got {getattr(config, name)!r}.")
     if config.hidden_size % config.num_attention_heads:
@@ -234,6 +248,10 @@ def _validate(config: TapasConfig) -> None:
         raise ValueError(
             f"type_vocab_sizes must be {NUM_TOKEN_TYPES} positive ints, got {config.type_vocab_sizes!r}."
         )
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < config.vocab_size
+               for i in config.question_match_ignored_ids):
+        raise ValueError(f"question_match_ignored_ids must be word-piece ids in [0, {config.vocab_size}), got "
+                         f"{config.question_match_ignored_ids!r}.")
     if config.hidden_act not in HIDDEN_ACTIVATIONS:
         raise ValueError(f"Unknown hidden_act {config.hidden_act!r}; expected one of {HIDDEN_ACTIVATIONS}.")
     if config.average_approximation_function not in AVERAGE_APPROXIMATION_FUNCTIONS:

@@ -22,6 +22,15 @@ cell, so the position says where the token is inside its cell. A hand-drawn exam
 Question tokens and padding share cell (0, 0), whose first token is [CLS], so they keep their
 absolute positions.
 
+With `use_question_match_embeddings` (off by default, and absent from released TAPAS models), an
+eighth table marks the word pieces the question and the table share: 1 on a table token whose id
+also occurs in the question, 2 on a question token whose id also occurs in the table, 0 elsewhere.
+It is computed in the model from input_ids and segment_ids (`question_match_ids`), so the data
+and the exported signatures do not change. [PAD] and the ids in `question_match_ignored_ids`
+(special tokens, punctuation, function words) never match. A two-layer model learns string matching slowly from
+attention alone; this hands it the overlap directly, as the exact-match features of reading
+comprehension models do.
+
 The ablations of the paper's Table 7 switch single embeddings off: `use_position_embeddings`,
 `use_column_embeddings` (column_ids), `use_row_embeddings` (row_ids) and `use_rank_embeddings`
 (column_ranks and inv_column_ranks). A switched-off table is not created and adds nothing to the
@@ -30,6 +39,7 @@ sum; the ids themselves are still read elsewhere (cell positions, the cell index
 
 from typing import Any, Dict, Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -76,6 +86,47 @@ def cell_position_ids(column_ids: tf.Tensor, row_ids: tf.Tensor, max_position_em
     return tf.minimum(positions[None, :] - first_position, max_position_embeddings - 1)
 
 
+# The values of `question_match_ids`.
+NO_MATCH, TABLE_TOKEN_IN_QUESTION, QUESTION_TOKEN_IN_TABLE = 0, 1, 2
+QUESTION_MATCH_VOCAB_SIZE = 3
+
+
+def question_match_ids(input_ids: tf.Tensor, segment_ids: tf.Tensor, countable: tf.Tensor) -> tf.Tensor:
+    """Which tokens' word pieces occur on the other side of [SEP].
+
+    Args:
+      input_ids: <int32>[batch, seq_len].
+      segment_ids: <int32>[batch, seq_len], 0 for the question (and padding), 1 for the table.
+      countable: <bool>[vocab_size], false for the word pieces that never match
+        (`countable_pieces`).
+
+    Returns:
+      <int32>[batch, seq_len]: TABLE_TOKEN_IN_QUESTION on a table token whose id is also a
+      question token's, QUESTION_TOKEN_IN_TABLE on a question token whose id is also a table
+      token's, NO_MATCH elsewhere.
+    """
+    input_ids = tf.convert_to_tensor(input_ids, tf.int32)
+    segment_ids = tf.convert_to_tensor(segment_ids, tf.int32)
+    counts = tf.gather(countable, input_ids)
+    question = tf.logical_and(counts, tf.equal(segment_ids, 0))
+    table = tf.logical_and(counts, tf.equal(segment_ids, 1))
+    # same_id[b, i, j]: tokens i and j of example b are the same word piece.
+    same_id = tf.equal(input_ids[:, :, None], input_ids[:, None, :])
+    in_question = tf.reduce_any(tf.logical_and(same_id, question[:, None, :]), axis=-1)
+    in_table = tf.reduce_any(tf.logical_and(same_id, table[:, None, :]), axis=-1)
+    table_match = tf.cast(tf.logical_and(table, in_question), tf.int32) * TABLE_TOKEN_IN_QUESTION
+    question_match = tf.cast(tf.logical_and(question, in_table), tf.int32) * QUESTION_TOKEN_IN_TABLE
+    return table_match + question_match
+
+
+def countable_pieces(vocab_size: int, ignored_ids: Sequence[int]) -> tf.Tensor:
+    """<bool>[vocab_size]: false at id 0 ([PAD]) and at every id of `ignored_ids`."""
+    countable = np.ones([vocab_size], dtype=bool)
+    countable[0] = False
+    countable[np.asarray(list(ignored_ids), dtype=np.int64)] = False
+    return tf.constant(countable)
+
+
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")
 class TapasEmbeddings(tf_keras.layers.Layer):
     """Sums word, position and the seven token-type embeddings, then LayerNorm and dropout.
@@ -85,7 +136,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
       <float32>[max_position_embeddings, hidden]; token_type_embeddings_{i}
       <float32>[type_vocab_sizes[i], hidden] for i in 0..6; LayerNorm gamma and beta
       <float32>[hidden]. A table switched off below is not created (its attribute, or its entry
-      of `token_type_embeddings`, is None) and is missing from `weight_map`.
+      of `token_type_embeddings`, is None) and is missing from `weight_map`. With
+      `use_question_match_embeddings`, question_match_embeddings <float32>[3, hidden] too.
 
     Args:
       vocab_size: int, number of word ids.
@@ -101,6 +153,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
       use_row_embeddings: bool, add the row_ids table (token_type_embeddings_2).
       use_rank_embeddings: bool, add the column_ranks and inv_column_ranks tables
         (token_type_embeddings_4 and _5).
+      use_question_match_embeddings: bool, add the table of `question_match_ids`.
+      question_match_ignored_ids: sequence of word-piece ids that never match.
 
     Call args:
       features: dict with "input_ids" and the seven `TOKEN_TYPE_FEATURES`, each
@@ -125,6 +179,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         use_column_embeddings: bool = True,
         use_row_embeddings: bool = True,
         use_rank_embeddings: bool = True,
+        use_question_match_embeddings: bool = False,
+        question_match_ignored_ids: Sequence[int] = (),
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -150,6 +206,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         self.use_column_embeddings = use_column_embeddings
         self.use_row_embeddings = use_row_embeddings
         self.use_rank_embeddings = use_rank_embeddings
+        self.use_question_match_embeddings = use_question_match_embeddings
+        self.question_match_ignored_ids = tuple(int(i) for i in question_match_ignored_ids)
 
     def _uses_token_type(self, feature: str) -> bool:
         """False when an ablation switch removes the table of token-type `feature`."""
@@ -166,6 +224,10 @@ class TapasEmbeddings(tf_keras.layers.Layer):
             self._table(f"token_type_embeddings_{i}", size) if self._uses_token_type(feature) else None
             for i, (feature, size) in enumerate(zip(TOKEN_TYPE_FEATURES, self.type_vocab_sizes))
         ]
+        self.question_match_embeddings = None
+        if self.use_question_match_embeddings:
+            self.question_match_embeddings = self._table("question_match_embeddings", QUESTION_MATCH_VOCAB_SIZE)
+            self._countable_pieces = countable_pieces(self.vocab_size, self.question_match_ignored_ids)
         with tf.name_scope(self.layer_norm.name):
             self.layer_norm.build([None, None, self.hidden_size])
         super().build(input_shape)
@@ -188,6 +250,10 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         for name, table in zip(TOKEN_TYPE_FEATURES, self.token_type_embeddings):
             if table is not None:
                 embeddings += tf.gather(table, tf.cast(features[name], tf.int32))
+        if self.question_match_embeddings is not None:
+            matches = question_match_ids(input_ids, tf.cast(features["segment_ids"], tf.int32),
+                                         self._countable_pieces)
+            embeddings += tf.gather(self.question_match_embeddings, matches)
         return self.dropout(self.layer_norm(embeddings), training=training)
 
     def _position_ids(self, features: Mapping[str, tf.Tensor], input_ids: tf.Tensor) -> tf.Tensor:
@@ -216,6 +282,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
         for i, table in enumerate(self.token_type_embeddings):
             if table is not None:
                 names[f"token_type_embeddings_{i}"] = table
+        if self.question_match_embeddings is not None:
+            names["question_match_embeddings"] = self.question_match_embeddings
         names["LayerNorm/gamma"] = self.layer_norm.gamma
         names["LayerNorm/beta"] = self.layer_norm.beta
         return {f"{prefix}/{name}": variable for name, variable in names.items()}
@@ -247,6 +315,8 @@ class TapasEmbeddings(tf_keras.layers.Layer):
                 "use_column_embeddings": self.use_column_embeddings,
                 "use_row_embeddings": self.use_row_embeddings,
                 "use_rank_embeddings": self.use_rank_embeddings,
+                "use_question_match_embeddings": self.use_question_match_embeddings,
+                "question_match_ignored_ids": list(self.question_match_ignored_ids),
             }
         )
         return config

@@ -84,6 +84,9 @@ class TapasEncoder(tf_keras.layers.Layer):
       reset_position_index_per_cell: bool, positions restart in each cell.
       use_position_embeddings, use_column_embeddings, use_row_embeddings, use_rank_embeddings:
         bools, the ablation switches of `TapasEmbeddings` (off: that table is not created).
+      use_question_match_embeddings: bool, add `TapasEmbeddings`' table of the word pieces the
+        question and the table share.
+      question_match_ignored_ids: sequence of word-piece ids that never match.
       add_pooling_layer: bool, build the [CLS] pooler (the MLM model can do without).
 
     Call args:
@@ -121,6 +124,8 @@ class TapasEncoder(tf_keras.layers.Layer):
         use_column_embeddings: bool = True,
         use_row_embeddings: bool = True,
         use_rank_embeddings: bool = True,
+        use_question_match_embeddings: bool = False,
+        question_match_ignored_ids: Sequence[int] = (),
         add_pooling_layer: bool = True,
         **kwargs,
     ):
@@ -146,6 +151,8 @@ class TapasEncoder(tf_keras.layers.Layer):
             use_column_embeddings=use_column_embeddings,
             use_row_embeddings=use_row_embeddings,
             use_rank_embeddings=use_rank_embeddings,
+            use_question_match_embeddings=use_question_match_embeddings,
+            question_match_ignored_ids=question_match_ignored_ids,
             name="embeddings",
         )
         self.attention_mask = nlp_layers.SelfAttentionMask(name="attention_mask")
@@ -188,6 +195,8 @@ class TapasEncoder(tf_keras.layers.Layer):
         self.use_column_embeddings = use_column_embeddings
         self.use_row_embeddings = use_row_embeddings
         self.use_rank_embeddings = use_rank_embeddings
+        self.use_question_match_embeddings = use_question_match_embeddings
+        self.question_match_ignored_ids = tuple(int(i) for i in question_match_ignored_ids)
         self.add_pooling_layer = add_pooling_layer
 
     @classmethod
@@ -211,6 +220,8 @@ class TapasEncoder(tf_keras.layers.Layer):
             use_column_embeddings=config.use_column_embeddings,
             use_row_embeddings=config.use_row_embeddings,
             use_rank_embeddings=config.use_rank_embeddings,
+            use_question_match_embeddings=config.use_question_match_embeddings,
+            question_match_ignored_ids=config.question_match_ignored_ids,
             **kwargs,
         )
 
@@ -267,6 +278,8 @@ class TapasEncoder(tf_keras.layers.Layer):
                 "use_column_embeddings": self.use_column_embeddings,
                 "use_row_embeddings": self.use_row_embeddings,
                 "use_rank_embeddings": self.use_rank_embeddings,
+                "use_question_match_embeddings": self.use_question_match_embeddings,
+                "question_match_ignored_ids": list(self.question_match_ignored_ids),
                 "add_pooling_layer": self.add_pooling_layer,
             }
         )

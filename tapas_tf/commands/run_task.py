@@ -223,7 +223,7 @@ def _qa_model_config(spec: TaskSpec, base):
     """`base` with the task's preset heads and losses and the flags that override them."""
     from tapas_tf.training import config as train_config
 
-    return train_config.model_config_for_task(
+    config = train_config.model_config_for_task(
         spec.preset, base,
         temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
         huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
@@ -232,6 +232,13 @@ def _qa_model_config(spec: TaskSpec, base):
         num_aggregation_labels=FLAGS.num_aggregation_labels,
         use_answer_as_supervision=FLAGS.use_answer_as_supervision,
         **train_config.parse_overrides(FLAGS.model_option))
+    if config.use_question_match_embeddings and not config.question_match_ignored_ids:
+        # The ids of the vocabulary the examples were made with; stored in the config from here on.
+        from tapas_tf.features.question_match import ignored_ids
+        from tapas_tf.features.vocab import resolve_vocab_file
+
+        config = config.replace(question_match_ignored_ids=ignored_ids(resolve_vocab_file(FLAGS.vocab_file)))
+    return config
 
 
 def _predict(spec: TaskSpec, evaluate: bool) -> None:
