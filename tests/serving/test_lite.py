@@ -438,3 +438,16 @@ def test_a_compact_directory_gets_a_stripped_copy_that_answers_as_tensorflow(mod
     for table, question in QUESTIONS[:2]:
         assert_same_answer(TableQA.from_model_dir(str(model_dir)).answer(table, question),
                            tensorflow.answer(table, question))
+
+
+def test_a_model_with_question_match_embeddings_answers_as_tensorflow(tmp_path):
+    """The matches are computed inside the model, so the copy needs no new input."""
+    from tapas_tf.features.question_match import ignored_ids
+
+    ids = ignored_ids(write_test_vocab(str(tmp_path / "vocab.txt")))
+    path = write_decisive_model_dir(tmp_path / "matching", seed=3, use_question_match_embeddings=True,
+                                    question_match_ignored_ids=ids)
+    lite, tensorflow = TableQA.from_model_dir(path), TableQA.from_model_dir(path, backend="tensorflow")
+    assert lite.backend == "LiteRT"
+    for table, question in QUESTIONS[:2] + QUESTIONS[4:5]:
+        assert_same_answer(lite.answer(table, question), tensorflow.answer(table, question))

@@ -504,6 +504,31 @@ def test_cli_trains_on_the_sample_data(sample_output, tmp_path):
         4, 1e-3, 0.2, False)
 
 
+def test_cli_trains_a_model_with_question_match_embeddings(sample_output, tmp_path):
+    """--model_option=use_question_match_embeddings=true: the ignored ids come from the vocabulary."""
+    from tapas_tf.features.question_match import ignored_ids
+    from tests.vocab_fixture import write_test_vocab
+
+    model_dir = tmp_path / "model"
+    model_config = tmp_path / "tiny.json"
+    TINY_CONFIG.replace(max_position_embeddings=128).to_json_file(str(model_config))
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "run_task.py"), "--task=SQA", "--mode=train",
+         f"--output_dir={sample_output}", f"--model_dir={model_dir}", f"--model_config={model_config}",
+         f"--vocab_file={vocab}", "--max_seq_length=128", "--train_steps=2", "--train_batch_size=4",
+         "--save_checkpoints_steps=2", "--log_steps=2", "--model_option=use_question_match_embeddings=true",
+         "--seed=3", "--noprogress_bar"],
+        capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    config = model_dir_lib.load_config(str(model_dir))
+    assert config.use_question_match_embeddings is True
+    assert config.question_match_ignored_ids == ignored_ids(vocab)
+    names = [name for name, _ in tf.train.list_variables(str(model_dir / "checkpoints" / "ckpt-2"))]
+    assert any("question_match_embeddings" in name for name in names)
+
+
 def test_cli_train_needs_a_model_dir(tmp_path):
     result = subprocess.run([sys.executable, os.path.join(ROOT, "run_task.py"), "--task=SQA", "--mode=train",
                              f"--output_dir={tmp_path}"], capture_output=True, text=True, timeout=120)
