@@ -51,6 +51,12 @@
 #     --save_checkpoints_steps=500 --keep_checkpoint_max=30 --log_steps=100 --shuffle_buffer=50000 \
 #     --model_option=use_question_match_embeddings=true
 #   TRAIN_STEPS=2000 experiments/synthetic_then_finetune.sh finetune sqa qm qm
+# and of session 22 (the same stage at 4,000 steps; its WTQ model, step 1,000, is the bundled wtq_tiny):
+#   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=4000 experiments/synthetic_then_finetune.sh synth qm \
+#     --save_checkpoints_steps=500 --keep_checkpoint_max=30 --log_steps=100 --shuffle_buffer=50000 \
+#     --model_option=use_question_match_embeddings=true
+#   TRAIN_STEPS=2000 experiments/synthetic_then_finetune.sh finetune sqa qm qm
+#   TRAIN_STEPS=1500 experiments/synthetic_then_finetune.sh finetune wtq qm qm
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
