@@ -46,12 +46,8 @@
 #     --log_steps=25 --shuffle_buffer=50000
 #   experiments/synthetic_then_finetune.sh finetune sqa mini mini --learning_rate=3e-4
 #   experiments/synthetic_then_finetune.sh finetune wtq mini mini --learning_rate=3e-4
-# and of session 21 (a tiny model with question-match embeddings; a shorter stage):
-#   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=6000 experiments/synthetic_then_finetune.sh synth qm \
-#     --save_checkpoints_steps=500 --keep_checkpoint_max=30 --log_steps=100 --shuffle_buffer=50000 \
-#     --model_option=use_question_match_embeddings=true
-#   TRAIN_STEPS=2000 experiments/synthetic_then_finetune.sh finetune sqa qm qm
-# and of session 22 (the same stage at 4,000 steps; its WTQ model, step 1,000, is the bundled wtq_tiny):
+# and of sessions 21-22 (a tiny model with question-match embeddings; session 21's 6,000-step stage
+# was lost to a machine reset, session 22 ran 4,000; its WTQ model, step 1,000, is the bundled wtq_tiny):
 #   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=4000 experiments/synthetic_then_finetune.sh synth qm \
 #     --save_checkpoints_steps=500 --keep_checkpoint_max=30 --log_steps=100 --shuffle_buffer=50000 \
 #     --model_option=use_question_match_embeddings=true
