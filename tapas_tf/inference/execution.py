@@ -19,6 +19,11 @@ Answer = Union[tuple[str, ...], float]
 
 
 def check_coordinate(coordinate) -> Coordinate:
+    # The common case first, without the generic checks: predictions check every cell's key.
+    if type(coordinate) is tuple and len(coordinate) == 2:  # pylint: disable=unidiomatic-typecheck
+        row, column = coordinate
+        if type(row) is int and type(column) is int and row >= 0 and column >= 0:  # noqa: E721
+            return coordinate
     try:
         row, column = coordinate
         valid = all(int(x) == x and x >= 0 for x in (row, column))
