@@ -53,6 +53,12 @@
 #     --model_option=use_question_match_embeddings=true
 #   TRAIN_STEPS=2000 experiments/synthetic_then_finetune.sh finetune sqa qm qm
 #   TRAIN_STEPS=1500 experiments/synthetic_then_finetune.sh finetune wtq qm qm
+# and of session 23 (the same at 12,000 steps; its SQA step 1,000 and WTQ step 1,500 are the bundled pair):
+#   SYNTH_DATA=$WORK/synth2/data SYNTH_STEPS=12000 experiments/synthetic_then_finetune.sh synth qm12 \
+#     --save_checkpoints_steps=1000 --keep_checkpoint_max=30 --log_steps=100 --shuffle_buffer=50000 \
+#     --model_option=use_question_match_embeddings=true
+#   TRAIN_STEPS=2500 experiments/synthetic_then_finetune.sh finetune sqa qm12 qm12
+#   TRAIN_STEPS=1500 experiments/synthetic_then_finetune.sh finetune wtq qm12 qm12
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
