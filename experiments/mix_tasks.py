@@ -7,7 +7,9 @@ with a held-out slice of WTQ training tables for choosing checkpoints (never dev
 SQA_OUT and WTQ_OUT are `run_task.py --mode=create_data` output directories. SQA is a
 decomposition of WikiTableQuestions questions, so SQA's training set holds sequences made from
 WTQ dev questions (58 of its tables are WTQ dev tables): those are left out, and so are the
-held-out tables, so that neither WTQ dev nor the held-out slice is seen in training. Writes:
+held-out tables, so that neither WTQ dev nor the held-out slice is seen in training. With
+--sqa_dataset, WTQ's questions about SQA dev tables are left out too, for one model scored on both
+dev sets. Writes:
 
     MIX/tf_examples/train.tfrecord          the mixture, shuffled (seeded)
     MIX/tf_examples/train_sqa.tfrecord      its SQA examples alone, and train_wtq.tfrecord its WTQ
@@ -44,6 +46,13 @@ def wtq_dev_tables(dataset_dir: str) -> set:
         return {table_key(row["context"]) for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
 
 
+def sqa_dev_tables(dataset_dir: str) -> set:
+    """The tables of SQA's dev split: a model scored on SQA dev must not train on WTQ's questions about
+    them either (SQA's questions decompose WTQ's)."""
+    with open(os.path.join(dataset_dir, "random-split-1-dev.tsv"), newline="") as f:
+        return {table_key(row["table_file"]) for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
+
+
 def _table_of(record: bytes) -> str:
     example = tf.train.Example.FromString(record)
     return table_key(example.features.feature["table_id"].bytes_list.value[0].decode())
@@ -54,6 +63,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sqa_data", required=True)
     parser.add_argument("--wtq_data", required=True)
     parser.add_argument("--wtq_dataset", default="../shared/datasets/wtq", help="The WTQ release (its dev split).")
+    parser.add_argument("--sqa_dataset", default="",
+                        help="The SQA release: its dev tables are left out too (one model scored on both dev sets).")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--holdout_tables", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
@@ -61,6 +72,7 @@ def main(argv=None) -> int:
 
     rng = random.Random(args.seed)
     dev = wtq_dev_tables(args.wtq_dataset)
+    sqa_dev = sqa_dev_tables(args.sqa_dataset) if args.sqa_dataset else set()
     wtq_records = [r.numpy() for r in tf.data.TFRecordDataset(os.path.join(args.wtq_data, "tf_examples/train.tfrecord"))]
     wtq_tables = sorted({_table_of(r) for r in wtq_records})
     holdout = set(rng.sample(wtq_tables, min(args.holdout_tables, len(wtq_tables))))
@@ -74,6 +86,8 @@ def main(argv=None) -> int:
             table = _table_of(record)
             if table in dev:
                 counts[f"{task}_skipped_wtq_dev_table"] += 1
+            elif table in sqa_dev:
+                counts[f"{task}_skipped_sqa_dev_table"] += 1
             elif table in holdout:
                 counts[f"{task}_skipped_holdout_table"] += 1
             else:

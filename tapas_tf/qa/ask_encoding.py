@@ -69,6 +69,7 @@ class EncodedQuestion:
       diagnostics: what a user should know about this answer's input, one sentence each.
       for_aggregation_model: encoded for the aggregation model of a pair (`TableQA.encode`), which
         answers it.
+      follow_up: the question sees an earlier answer's cells (`prev_label_ids`).
     """
 
     question: str
@@ -78,6 +79,7 @@ class EncodedQuestion:
     stats: Dict[str, int]
     diagnostics: Tuple[str, ...]
     for_aggregation_model: bool = False
+    follow_up: bool = False
 
 
 def bucket_length(length: int, buckets: Sequence[int]) -> int:
@@ -169,7 +171,8 @@ class TableEncoder:
         length = bucket_length(real_length, self.buckets)
         trimmed = {name: np.asarray(features[name][:length], np.int32) for name in MODEL_INPUT_FEATURES}
         diagnostics = prepared.diagnostics + self._diagnostics(pruned, example.stats, proto_question)
-        return EncodedQuestion(question.strip(), trimmed, real_length, pruned, example.stats, diagnostics)
+        return EncodedQuestion(question.strip(), trimmed, real_length, pruned, example.stats, diagnostics,
+                               follow_up=bool(previous))
 
     def _fit(self, table: interaction_pb2.Table, interaction: interaction_pb2.Interaction,
              previous: Coordinates):

@@ -48,6 +48,13 @@ class AskResult:
       diagnostics: what was pruned, trimmed or clamped, one sentence each.
       sequence_length: the tokens the model ran on (a bucket).
       model: which model answered (`TableQA.name`).
+      notes: plain-word sentences on an answer that may not be what was asked (the operator does
+        not fit the question's words, a difference TAPAS cannot compute, a low confidence;
+        `answer_notes`), one sentence each.
+      confidence: the probability that the answer is right (`confidence`): calibrated on questions
+        with known answers when `calibrated`, else the model's raw score. None until set.
+      sure: False when `confidence` is below the model's threshold (the answer is flagged).
+      calibrated: whether `confidence` comes from a fitted calibration.
     """
 
     question: str
@@ -62,6 +69,10 @@ class AskResult:
     diagnostics: Tuple[str, ...]
     sequence_length: int
     model: str = ""
+    notes: Tuple[str, ...] = ()
+    confidence: Optional[float] = None
+    sure: Optional[bool] = None
+    calibrated: bool = False
 
     @property
     def coordinates(self) -> Tuple[Coordinate, ...]:
@@ -105,6 +116,10 @@ class AskResult:
             "diagnostics": list(self.diagnostics),
             "sequence_length": self.sequence_length,
             "model": self.model,
+            "notes": list(self.notes),
+            "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "sure": self.sure,
+            "calibrated": self.calibrated,
         }
 
 

@@ -52,7 +52,10 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
         answer.append(f"   answered by: {result.model}")
     if result.operator in ("SUM", "AVERAGE") and result.numbers:
         answer.append("   numbers used: " + ", ".join(format_number(n) for n in result.numbers))
-    answer += [f"   note: {note}" for note in result.diagnostics]
+    if result.confidence is not None:
+        answer.append(f"   confidence: {result.confidence:.2f}" + ("" if result.calibrated else " (uncalibrated)")
+                      + ("" if result.sure else " - not sure"))
+    answer += [f"   note: {note}" for note in result.notes + result.diagnostics]
     return "\n".join(answer + [""] + formatted)
 
 
@@ -120,7 +123,7 @@ def render_html(table: interaction_pb2.Table, results: Sequence[AskResult], titl
     for result in results:
         parts.append(f'<p class="question">Q: {html.escape(result.question)}</p>')
         parts.append(f'<p class="answer">A: {html.escape(result.summary)}</p>')
-        parts += [f'<p class="note">{html.escape(note)}</p>' for note in result.diagnostics]
+        parts += [f'<p class="note">{html.escape(note)}</p>' for note in result.notes + result.diagnostics]
     parts.append(render_table_html(table, results[-1] if results else None, max_rows))
     parts.append("</body></html>")
     return "\n".join(parts)

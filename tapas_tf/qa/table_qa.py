@@ -60,7 +60,9 @@ from tapas_tf.qa.ask_encoding import (
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
-from tapas_tf.qa.question_hints import aggregation_cue, no_aggregation_head_note
+from tapas_tf.qa.answer_notes import answer_notes
+from tapas_tf.qa.confidence import Calibration, confidence_features, raw_confidence
+from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
@@ -82,13 +84,20 @@ class TableQA:
         loads one on first use) that answers the questions which read like counting or arithmetic
         and do not follow up a previous answer (`encode`); None: this model answers everything.
 
-    A model without an aggregation head answers a question that reads like counting or arithmetic
-    ("how many", "total") with cells and a note saying so (`question_hints`).
+      calibration: maps an answer's features to the probability that it is right
+        (`confidence.Calibration`; `from_model_dir` reads the directory's calibration.json); None:
+        the raw score, marked uncalibrated.
+
+    Every answer carries a confidence and, where its computation may not be what the question asks
+    (a total answered with COUNT, a difference TAPAS cannot compute, a count asked as a follow-up,
+    a low confidence), notes in plain words (`answer_notes`).
     """
 
     def __init__(self, runner, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), name: str = "model",
-                 aggregation_model: Union[None, "TableQA", Callable[[], "TableQA"]] = None):
+                 aggregation_model: Union[None, "TableQA", Callable[[], "TableQA"]] = None,
+                 calibration: Optional[Calibration] = None):
         self.runner = runner
+        self.calibration = calibration
         self.encoder = encoder
         self.rule = rule
         self.name = name
@@ -191,7 +200,7 @@ class TableQA:
         tokenizer = TapasTokenizer(vocab, use_fast=runner.backend == "TensorFlow")
         encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
                                          tokenizer=tokenizer)
-        return cls(runner, encoder, rule, name, aggregation_model)
+        return cls(runner, encoder, rule, name, aggregation_model, Calibration.load(model_dir))
 
     @classmethod
     def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
@@ -301,16 +310,25 @@ class TableQA:
                     logits = outputs.get("aggregation_logits")
                     result = decode_answer(encoded[index], outputs["probabilities"][row],
                                            None if logits is None else logits[row], self.rule)
-                    results[index] = self._finish(result)
+                    results[index] = self._finish(result, encoded[index].follow_up)
         return results
 
-    def _finish(self, result: AskResult) -> AskResult:
-        """`result` with the model's name, and a note when it cannot aggregate what is asked."""
-        notes = result.diagnostics
-        if not self.runner.has_aggregation_head:
-            note = no_aggregation_head_note(result.question)
-            notes = notes + ((note,) if note else ())
-        return dataclasses.replace(result, diagnostics=notes, model=self.display_name)
+    def _finish(self, result: AskResult, follow_up: bool) -> AskResult:
+        """`result` with the model's name, its confidence, and notes where it may not be what was asked."""
+        notes = answer_notes(result, self.runner.has_aggregation_head, follow_up)
+        if self.calibration is None:
+            confidence, threshold = raw_confidence(result), 0.5
+        else:
+            confidence = self.calibration.confidence(confidence_features(result, follow_up))
+            threshold = self.calibration.threshold
+        sure = confidence >= threshold
+        if not sure:
+            notes += (f"Not sure: this answer's confidence is {confidence:.2f}"
+                      + (f" (about {round(100 * confidence)} in 100 answers this confident are right)"
+                         if self.calibration is not None else " (uncalibrated)")
+                      + "; check it against the table.",)
+        return dataclasses.replace(result, model=self.display_name, notes=notes, confidence=confidence,
+                                   sure=sure, calibrated=self.calibration is not None)
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Mapping[str, np.ndarray]:
         """Model outputs for rows of one bucket length (see `runner`)."""

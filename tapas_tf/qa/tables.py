@@ -159,3 +159,11 @@ def table_from_frame(frame: pd.DataFrame, table_id: str = "table") -> interactio
     # row (seconds for 10,000 columns); to_numpy keeps each cell's Python value (int, Timestamp, ...).
     rows = [[cell_text(v) for v in row] for row in frame.to_numpy(dtype=object).tolist()]
     return make_table(table_id, header, rows)
+
+
+def frame_from_table(table: interaction_pb2.Table) -> pd.DataFrame:
+    """The DataFrame of a Table proto (a reader's table, asked as a user would): every cell as its
+    text, the header as column names (duplicates kept)."""
+    header = [column.text for column in table.columns]
+    rows = [[cell.text for cell in row.cells] for row in table.rows]
+    return pd.DataFrame(rows, columns=pd.Index(header, dtype=object), dtype=object)

@@ -237,7 +237,8 @@ def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_
     view["turn"] = len(session.conversation.history)
     view["answer_line"] = answer_line(result)
     view["working"] = working_line(result)
-    view["answer_notes"] = notes.answer_notes
+    # The answer's own notes (an operator that does not fit the question, not sure) come first.
+    view["answer_notes"] = list(result.notes) + notes.answer_notes
     view["table_notes"] = notes.table_notes
     view["details"] = notes.details + _confidence(result) + [
         f"The model read {view['kept_rows']:,} rows and {view['kept_columns']:,} columns of the table "
@@ -298,13 +299,18 @@ def working_line(result: AskResult) -> str:
 
 
 def _confidence(result: AskResult) -> List[str]:
-    """How sure the model was of its operation, when it has an aggregation head."""
+    """How likely the answer is right, and how sure the model was of its operation (with an
+    aggregation head)."""
+    lines = []
+    if result.confidence is not None:
+        lines.append(f"Confidence that this answer is right: {result.confidence:.2f}"
+                     + (" (calibrated on questions with known answers)." if result.calibrated else " (uncalibrated)."))
     probability = result.operator_probabilities.get(result.operator)
     if probability is None:
-        return []
+        return lines
     chose = (f"to {OPERATOR_WORDS[result.operator].lower()} the highlighted cells"
              if result.operator in OPERATOR_WORDS else "to give the highlighted cells as they are")
-    return [f"The model chose {chose} with probability {probability:.2f}."]
+    return lines + [f"The model chose {chose} with probability {probability:.2f}."]
 
 
 @dataclasses.dataclass(frozen=True)

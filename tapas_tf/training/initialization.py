@@ -10,7 +10,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import json  # noqa: E402
 import logging  # noqa: E402
-from typing import Dict, Sequence, Tuple  # noqa: E402
+import tempfile  # noqa: E402
+from typing import Dict, Optional, Sequence, Tuple  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
@@ -40,6 +41,24 @@ def resolve_checkpoint(path: str) -> str:
         f"{path} is not a model directory, a checkpoint directory or a checkpoint prefix.")
 
 
+def _compact_as_checkpoint(path: str) -> Optional[str]:
+    """A checkpoint prefix holding the weights of `path` when it is a compact model directory
+    (float16 or int8 weights and no checkpoint, such as a bundled model), else None.
+
+    Fine-tuning from a bundled model starts here: its weights, widened to float32, are written once
+    to a temporary checkpoint that `initialize_from` then reads like any other.
+    """
+    if not tf.io.gfile.isdir(path) or model_dir_lib.latest_checkpoint(path) is not None:
+        return None
+    if not model_dir_lib.has_compact_weights(path):
+        return None
+    source = model_dir_lib.load_model(path)
+    scratch = tempfile.mkdtemp(prefix="compact_init_")
+    prefix = tf.train.Checkpoint(model=source).write(os.path.join(scratch, "ckpt"))
+    logging.info("Compact model directory %s: its weights written to %s for initialisation.", path, prefix)
+    return prefix
+
+
 # The heads `initialize_from` can restore for transfer, by their attribute (and checkpoint) name.
 TRANSFERABLE_HEADS = ("cell_selection_head", "aggregation_head", "classification_head")
 
@@ -58,7 +77,8 @@ def initialize_from(model: tf_keras.Model, init_checkpoint: str,
     Args:
       model: a TapasForQuestionAnswering (built here if it was never called) or a built
         TapasForMaskedLM (its masked-LM head keeps its initialisation too).
-      init_checkpoint: model directory, checkpoint directory or checkpoint prefix.
+      init_checkpoint: model directory (a compact one too, such as a bundled model), checkpoint
+        directory or checkpoint prefix.
       heads: names from TRANSFERABLE_HEADS to restore too, where both the model and the checkpoint
         have them (transfer from a model fine-tuned on another task).
 
@@ -71,7 +91,7 @@ def initialize_from(model: tf_keras.Model, init_checkpoint: str,
       ValueError: no encoder part is in the checkpoint, a shape differs from the model's, or the
         checkpoint is truncated or corrupt (CorruptCheckpointError).
     """
-    prefix = resolve_checkpoint(init_checkpoint)
+    prefix = _compact_as_checkpoint(init_checkpoint) or resolve_checkpoint(init_checkpoint)
     if not model.built:
         model(dummy_features(), training=False)
     with model_dir_lib.reading_checkpoint(prefix, "check --init_checkpoint"):

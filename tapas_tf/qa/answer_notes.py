@@ -1,0 +1,117 @@
+"""Plain-word notes on an answer whose computation does not fit its question.
+
+    answer_notes(result, has_aggregation_head=True, follow_up=False)
+    # ('This question asks for a total, but the model counted the 11 selected cells (COUNT) instead
+    #   of adding them; their values add up to 13.',)
+
+TAPAS selects cells and may COUNT, SUM or AVERAGE them. A small model often picks the wrong
+operator, and no operator computes a difference or a ratio. These notes say so, in the answer
+itself (the CLI, the JSON's `notes`, `AskResult.notes`, the web page), with the value the selected
+cells would give where the question's words ask for another operation. The question's words come
+from `question_hints.question_kind`; nothing here changes the model's answer.
+"""
+
+from typing import List, Sequence, Tuple
+
+from tapas_tf.qa.ask_results import AskResult, format_number
+from tapas_tf.qa.question_hints import question_kind
+
+# How to start over, in each place a user asks.
+NEW_CONVERSATION = ('start a new conversation (":new" in `ask`, "New conversation" on the web page, '
+                    "`Conversation.reset()` in Python) and ask it on its own")
+_ASKED = {"sum": "a total", "average": "an average", "count": "how many"}
+
+
+def answer_notes(result: AskResult, has_aggregation_head: bool, follow_up: bool) -> Tuple[str, ...]:
+    """The notes for `result`, or () when its computation fits its question.
+
+    Args:
+      result: the decoded answer (its question, cells, operator and value).
+      has_aggregation_head: whether the model that answered can count, add and average.
+      follow_up: whether the question was asked after an earlier answer in a conversation.
+    """
+    kind = question_kind(result.question)
+    if kind == "comparison":
+        return (_comparison_note(result),)
+    if kind not in _ASKED:
+        return ()
+    if not has_aggregation_head:
+        return (_cannot_aggregate_note(result, kind, follow_up),)
+    note = _operator_note(result, kind)
+    return (note,) if note else ()
+
+
+def _numbers(result: AskResult) -> List[float]:
+    return [cell.number for cell in result.cells if cell.number is not None]
+
+
+def _all_numbers(result: AskResult) -> List[float]:
+    """The selected cells' numbers when every selected cell holds one, else []."""
+    numbers = _numbers(result)
+    return numbers if result.cells and len(numbers) == len(result.cells) else []
+
+
+def _cells(count: int) -> str:
+    return f"{count} selected cell" + ("" if count == 1 else "s")
+
+
+def _what_they_give(kind: str, numbers: Sequence[float]) -> str:
+    if kind == "sum":
+        return f"their values add up to {format_number(sum(numbers))}"
+    if kind == "average":
+        return f"their values average {format_number(sum(numbers) / len(numbers))}"
+    return f"there are {len(numbers)}"
+
+
+def _comparison_note(result: AskResult) -> str:
+    note = ("This question asks for a difference, a ratio or a comparison, which TAPAS cannot compute: it "
+            "can only select cells and count, add or average them")
+    if result.operator != "NONE":
+        note += f"; the {result.operator} shown is not the answer asked for"
+    numbers = _numbers(result)
+    if len(result.cells) == 2 and len(numbers) == 2:
+        low, high = sorted(numbers)
+        note += (f". The two selected cells hold {format_number(numbers[0])} and {format_number(numbers[1])}: "
+                 f"they differ by {format_number(high - low)}")
+        if low > 0:
+            note += f", and one is {format_number(high / low)} times the other"
+    elif result.cells:
+        note += ". The answer shows the cells it found; compute the rest from them"
+    return note + "."
+
+
+def _cannot_aggregate_note(result: AskResult, kind: str, follow_up: bool) -> str:
+    if follow_up:
+        note = ("Counting, totals and averages are computed only for a first question, not a follow-up: "
+                f"this answer shows cells. To compute it, {NEW_CONVERSATION}")
+    else:
+        note = ("This model can only select cells, not count, add or average them, so this answer shows "
+                "cells. For a computed answer, pair it with a model that aggregates (--aggregation_model_dir, "
+                "as the default model is paired)")
+    numbers = _all_numbers(result)
+    if kind == "count" and len(result.cells) > 1:
+        note += f". There are {len(result.cells)} selected cells"
+    elif kind in ("sum", "average") and len(numbers) > 1:
+        note += f". Of the {_cells(len(numbers))}, {_what_they_give(kind, numbers)}"
+    return note + "."
+
+
+def _operator_note(result: AskResult, kind: str) -> str:
+    """A note when the model's operator is not the one the question's words ask for, else ""."""
+    numbers = _all_numbers(result)
+    asked = _ASKED[kind]
+    if kind in ("sum", "average") and numbers:
+        done = {"COUNT": "counted", "NONE": "selected", "SUM": "added", "AVERAGE": "averaged"}[result.operator]
+        wanted = {"sum": "SUM", "average": "AVERAGE"}[kind]
+        if result.operator == wanted or (result.operator == "NONE" and len(numbers) == 1):
+            return ""
+        if kind == "sum" and result.operator == "COUNT":
+            # "how many medals in total" may mean a count of rows or a sum of the medal column.
+            return (f"This question asks for a total: the model counted the {_cells(len(numbers))} (COUNT = "
+                    f"{len(numbers)}); if the total of their values is meant, {_what_they_give(kind, numbers)}.")
+        return (f"This question asks for {asked}, but the model {done} the {_cells(len(numbers))} "
+                f"({result.operator}) instead; {_what_they_give(kind, numbers)}.")
+    if kind == "count" and result.operator == "NONE" and len(result.cells) > 1:
+        return (f"This question asks how many, but the model selected {_cells(len(result.cells))} without "
+                f"counting them: there are {len(result.cells)}.")
+    return ""
