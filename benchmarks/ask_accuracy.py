@@ -29,7 +29,7 @@ from typing import Dict, Iterator, List, Tuple
 import pandas as pd
 
 from tapas_tf.data.readers.common import read_csv_table
-from tapas_tf.data.readers.sqa import parse_coordinates
+from tapas_tf.data.readers.sqa import SqaRow, read_sqa_rows
 from tapas_tf.data.readers.wtq import read_wtq_table, unescape
 from tapas_tf.inference.metrics import denotation_matches, sqa_metrics
 from tapas_tf.qa.question_hints import question_kind
@@ -55,17 +55,21 @@ def wtq_questions(wtq_dir: str, limit_tables: int = 0) -> Dict[str, List[dict]]:
 
 
 def sqa_sequences(sqa_dir: str, limit_tables: int = 0) -> Dict[Tuple[str, str], List[dict]]:
-    """(sequence id, table file) -> its questions in position order ({"id", "question", "gold"})."""
+    """(sequence id, table file) -> its questions in position order ({"id", "question", "gold"}), read
+    by the project's SQA reader (questions in quotes may span lines); unreadable lines are reported."""
     sequences: Dict[Tuple[str, str], List[dict]] = collections.OrderedDict()
     tables = set()
-    for row in _rows(os.path.join(sqa_dir, "random-split-1-dev.tsv")):
-        if limit_tables and row["table_file"] not in tables and len(tables) >= limit_tables:
+    for row in read_sqa_rows(os.path.join(sqa_dir, "random-split-1-dev.tsv")):
+        if not isinstance(row, SqaRow):
+            print(f"skipped: {row}", file=sys.stderr)
             continue
-        tables.add(row["table_file"])
-        key = (f"{row['id']}-{row['annotator']}", row["table_file"])
+        if limit_tables and row.table_file not in tables and len(tables) >= limit_tables:
+            continue
+        tables.add(row.table_file)
+        key = (f"{row.sequence_id}-{row.annotator}", row.table_file)
         sequences.setdefault(key, []).append(
-            {"id": f"{key[0]}_{row['position']}", "position": int(row["position"]), "question": row["question"],
-             "gold": set(parse_coordinates(row["answer_coordinates"]))})
+            {"id": f"{key[0]}_{row.position}", "position": row.position, "question": row.question,
+             "gold": set(row.coordinates)})
     for questions in sequences.values():
         questions.sort(key=lambda q: q["position"])
     return sequences

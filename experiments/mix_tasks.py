@@ -49,8 +49,10 @@ def wtq_dev_tables(dataset_dir: str) -> set:
 def sqa_dev_tables(dataset_dir: str) -> set:
     """The tables of SQA's dev split: a model scored on SQA dev must not train on WTQ's questions about
     them either (SQA's questions decompose WTQ's)."""
-    with open(os.path.join(dataset_dir, "random-split-1-dev.tsv"), newline="") as f:
-        return {table_key(row["table_file"]) for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
+    from tapas_tf.data.readers.sqa import SqaRow, read_sqa_rows  # pylint: disable=import-outside-toplevel
+
+    rows = read_sqa_rows(os.path.join(dataset_dir, "random-split-1-dev.tsv"))
+    return {table_key(row.table_file) for row in rows if isinstance(row, SqaRow)}
 
 
 def _table_of(record: bytes) -> str:

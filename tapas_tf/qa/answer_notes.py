@@ -112,6 +112,6 @@ def _operator_note(result: AskResult, kind: str) -> str:
         return (f"This question asks for {asked}, but the model {done} the {_cells(len(numbers))} "
                 f"({result.operator}) instead; {_what_they_give(kind, numbers)}.")
     if kind == "count" and result.operator == "NONE" and len(result.cells) > 1:
-        return (f"This question asks how many, but the model selected {_cells(len(result.cells))} without "
+        return (f"This question asks how many, but the model selected {len(result.cells)} cells without "
                 f"counting them: there are {len(result.cells)}.")
     return ""

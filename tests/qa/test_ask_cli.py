@@ -221,4 +221,4 @@ def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
     assert alone.returncode == 0, alone.stderr[-3000:]
     answer = json.loads(alone.stdout)
     assert answer["model"] == f"bundled {os.path.basename(BUNDLED_DIR)} (LiteRT)" and answer["value"] is None
-    assert any("no aggregation head" in note for note in answer["diagnostics"])
+    assert any("can only select cells" in note for note in answer["notes"])

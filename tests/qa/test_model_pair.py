@@ -33,7 +33,7 @@ def pair(models):
 
 
 def _no_head_note(result) -> bool:
-    return any("no aggregation head" in note for note in result.diagnostics)
+    return any("can only select cells" in note or "only for a first question" in note for note in result.notes)
 
 
 def test_aggregation_questions_go_to_the_model_with_the_head(pair):
@@ -69,6 +69,7 @@ def test_a_follow_up_stays_with_the_conversational_model(pair):
     assert first.model == "counts"
     follow_up = chat.ask("how many of them are in europe?")
     assert follow_up.model == "cells" and _no_head_note(follow_up)
+    assert any("start a new conversation" in note for note in follow_up.notes)
     assert pair.answer(TABLE, "how many of them?", previous_answer=[(0, 0)]).model == "cells"
 
 
