@@ -11,7 +11,7 @@ cells would give where the question's words ask for another operation. The quest
 from `question_hints.question_kind`; nothing here changes the model's answer.
 """
 
-from typing import List, Sequence, Tuple
+from typing import AbstractSet, List, Sequence, Tuple
 
 from tapas_tf.qa.ask_results import AskResult, format_number
 from tapas_tf.qa.question_hints import question_kind
@@ -20,15 +20,26 @@ from tapas_tf.qa.question_hints import question_kind
 NEW_CONVERSATION = ('start a new conversation (":new" in `ask`, "New conversation" on the web page, '
                     "`Conversation.reset()` in Python) and ask it on its own")
 _ASKED = {"sum": "a total", "average": "an average", "count": "how many"}
+# A body row with a cell that says only this is the table's own total (or overall) row.
+TOTAL_ROW_WORDS = frozenset({"total", "totals", "sum", "overall", "all", "grand total", "total:"})
 
 
-def answer_notes(result: AskResult, has_aggregation_head: bool, follow_up: bool) -> Tuple[str, ...]:
+def total_rows(rows: Sequence[Sequence[str]]) -> Tuple[int, ...]:
+    """Indices of the rows (lists of cell texts) that are a table's total row ("Total", "Overall")."""
+    return tuple(i for i, row in enumerate(rows)
+                 if any(" ".join(text.lower().split()) in TOTAL_ROW_WORDS for text in row))
+
+
+def answer_notes(result: AskResult, has_aggregation_head: bool, follow_up: bool,
+                 table_total_rows: AbstractSet[int] = frozenset()) -> Tuple[str, ...]:
     """The notes for `result`, or () when its computation fits its question.
 
     Args:
       result: the decoded answer (its question, cells, operator and value).
       has_aggregation_head: whether the model that answered can count, add and average.
       follow_up: whether the question was asked after an earlier answer in a conversation.
+      table_total_rows: the rows (user's indices) that are the table's own total row (`total_rows`):
+        a count or a sum over cells that include it counts the total twice.
     """
     kind = question_kind(result.question)
     if kind == "comparison":
@@ -36,9 +47,28 @@ def answer_notes(result: AskResult, has_aggregation_head: bool, follow_up: bool)
     if kind not in _ASKED:
         return ()
     if not has_aggregation_head:
-        return (_cannot_aggregate_note(result, kind, follow_up),)
-    note = _operator_note(result, kind)
-    return (note,) if note else ()
+        notes = [_cannot_aggregate_note(result, kind, follow_up)]
+    else:
+        notes = [_operator_note(result, kind)]
+    notes.append(_total_row_note(result, kind, table_total_rows))
+    return tuple(note for note in notes if note)
+
+
+def _total_row_note(result: AskResult, kind: str, table_total_rows: AbstractSet[int]) -> str:
+    """When a total or count covers the table's own total row: what that row holds."""
+    in_total = [cell for cell in result.cells if cell.row in table_total_rows]
+    if not in_total or len(result.cells) < 2 or kind not in ("sum", "count"):
+        return ""
+    cell = in_total[0]
+    rest = [c for c in result.cells if c.row not in table_total_rows]
+    note = (f"The selected cells include the table's own total row (row {cell.row}), whose "
+            f"{cell.column_name or 'cell'} is {cell.text}: that may be the answer")
+    numbers = [c.number for c in rest if c.number is not None]
+    if kind == "sum" and numbers and len(numbers) == len(rest):
+        note += f"; the other {_cells(len(rest))} add up to {format_number(sum(numbers))}"
+    elif kind == "count":
+        note += f"; without it, {_cells(len(rest))} remain" + ("s" if len(rest) == 1 else "")
+    return note + "."
 
 
 def _numbers(result: AskResult) -> List[float]:

@@ -55,6 +55,7 @@ class AskResult:
         with known answers when `calibrated`, else the model's raw score. None until set.
       sure: False when `confidence` is below the model's threshold (the answer is flagged).
       calibrated: whether `confidence` comes from a fitted calibration.
+      follow_up: the question was read as a follow-up (it saw an earlier answer's cells).
     """
 
     question: str
@@ -73,6 +74,7 @@ class AskResult:
     confidence: Optional[float] = None
     sure: Optional[bool] = None
     calibrated: bool = False
+    follow_up: bool = False
 
     @property
     def coordinates(self) -> Tuple[Coordinate, ...]:
@@ -120,6 +122,7 @@ class AskResult:
             "confidence": None if self.confidence is None else round(self.confidence, 4),
             "sure": self.sure,
             "calibrated": self.calibrated,
+            "follow_up": self.follow_up,
         }
 
 

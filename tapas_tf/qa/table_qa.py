@@ -60,7 +60,7 @@ from tapas_tf.qa.ask_encoding import (
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
-from tapas_tf.qa.answer_notes import answer_notes
+from tapas_tf.qa.answer_notes import answer_notes, total_rows
 from tapas_tf.qa.confidence import Calibration, confidence_features, raw_confidence
 from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
@@ -310,12 +310,15 @@ class TableQA:
                     logits = outputs.get("aggregation_logits")
                     result = decode_answer(encoded[index], outputs["probabilities"][row],
                                            None if logits is None else logits[row], self.rule)
-                    results[index] = self._finish(result, encoded[index].follow_up)
+                    results[index] = self._finish(result, encoded[index])
         return results
 
-    def _finish(self, result: AskResult, follow_up: bool) -> AskResult:
+    def _finish(self, result: AskResult, encoded: EncodedQuestion) -> AskResult:
         """`result` with the model's name, its confidence, and notes where it may not be what was asked."""
-        notes = answer_notes(result, self.runner.has_aggregation_head, follow_up)
+        follow_up = encoded.follow_up
+        pruned = encoded.pruned
+        totals = {pruned.rows[i] for i in total_rows([[c.text for c in row.cells] for row in pruned.table.rows])}
+        notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
         if self.calibration is None:
             confidence, threshold = raw_confidence(result), 0.5
         else:
@@ -328,7 +331,7 @@ class TableQA:
                          if self.calibration is not None else " (uncalibrated)")
                       + "; check it against the table.",)
         return dataclasses.replace(result, model=self.display_name, notes=notes, confidence=confidence,
-                                   sure=sure, calibrated=self.calibration is not None)
+                                   sure=sure, calibrated=self.calibration is not None, follow_up=follow_up)
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Mapping[str, np.ndarray]:
         """Model outputs for rows of one bucket length (see `runner`)."""

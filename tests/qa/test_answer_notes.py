@@ -2,7 +2,7 @@
 medal table answered with COUNT where a total is asked, an average answered with COUNT, a
 difference TAPAS cannot compute, a count as a follow-up, and a model without an aggregation head."""
 
-from tapas_tf.qa.answer_notes import answer_notes
+from tapas_tf.qa.answer_notes import answer_notes, total_rows
 from tapas_tf.qa.ask_results import AskResult, SelectedCell
 
 
@@ -82,3 +82,19 @@ def test_a_model_without_an_aggregation_head_says_so_in_plain_words():
     assert note.startswith("This model can only select cells, not count, add or average them")
     assert note.endswith("Of the 2 selected cells, their values add up to 12.")
     assert "aggregation head" not in note  # No jargon.
+
+
+def test_a_table_total_row_among_the_selected_cells_is_pointed_out():
+    assert total_rows([["1", "urs", "4"], ["Total", "Total", "13"], ["2", "  Grand   TOTAL ", "1"],
+                       ["3", "totalizer", "2"]]) == (1, 2)
+    cells = [("4", 4.0), ("2", 2.0), ("13", 13.0)]
+    result = _result("how many gold medals in total?", "COUNT", cells, 3.0)
+    notes = answer_notes(result, True, False, table_total_rows={2})
+    assert notes == (
+        "This question asks for a total: the model counted the 3 selected cells (COUNT = 3); if the total of "
+        "their values is meant, their values add up to 19.",
+        "The selected cells include the table's own total row (row 2), whose amount is 13: that may be the "
+        "answer; the other 2 selected cells add up to 6.")
+    counted = _result("how many nations won gold?", "COUNT", [("urs", None), ("total", None)], 2.0)
+    assert answer_notes(counted, True, False, {1})[-1].endswith("without it, 1 selected cell remains.")
+    assert answer_notes(result, True, False, table_total_rows=set())[1:] == ()
