@@ -46,6 +46,10 @@ class TaskPreset:
     init_cell_selection_weights_to_zero: bool = False
     num_aggregation_labels: int = 0
     use_answer_as_supervision: bool = False
+    # A classifier on the pooled [CLS] output (TabFact: 2, refuted and entailed); 0: none.
+    num_classification_labels: int = 0
+    # Train without the cell-selection loss (a classification task has no answer cells).
+    disable_per_token_loss: bool = False
     max_seq_length: int = 512
     # With init_heads (transfer from a model fine-tuned on another task): the cell-selection head
     # starts fresh instead of being restored (the paper's WTQ setting).
@@ -123,6 +127,18 @@ SYNTHETIC_PRESET = TaskPreset(
     train_steps=3_000, learning_rate=5e-4, warmup_ratio=0.1, train_batch_size=32, gradient_clipping=1.0,
     select_one_column=True, num_aggregation_labels=4, use_answer_as_supervision=False,
     fallback_to_best_cell=True)
+
+
+# TABFACT (`tapas_tf.task_registry.builtin`): is a statement entailed by its table (Chen et al.
+# 2020)? The release's split files; `val` is the dev split. A classifier on the pooled output, no
+# cell selection. The schedule is for a tiny model from an earlier stage (issue 44); Google's base
+# models used 5e-5 ... 2e-5 at batch 512.
+TABFACT_PRESET = TaskPreset(
+    splits=(Split("train", "train_examples.json", is_training=True, required=False),
+            Split("dev", "val_examples.json", is_training=False, required=False),
+            Split("test", "test_examples.json", is_training=False, required=False)),
+    train_steps=4_000, learning_rate=5e-4, warmup_ratio=0.1, train_batch_size=32, gradient_clipping=1.0,
+    select_one_column=False, num_classification_labels=2, disable_per_token_loss=True)
 
 
 def preset_of(task: Union[Task, TaskPreset]) -> TaskPreset:

@@ -47,7 +47,7 @@ def _reader(path, input_dir, is_training):
 
 
 def test_the_paper_tasks_are_registered_with_their_modes_and_evaluations():
-    assert registry.task_names() == [task.value for task in Task] + ["SYNTHETIC"]
+    assert registry.task_names() == [task.value for task in Task] + ["SYNTHETIC", "TABFACT"]
     question_answering = {"create_data", "train", "predict", "predict_and_evaluate", "export"}
     evaluations = {"SQA": "sqa", "WTQ": "denotation", "WIKISQL": "denotation",
                    "WIKISQL_SUPERVISED": "denotation"}
@@ -60,7 +60,8 @@ def test_the_paper_tasks_are_registered_with_their_modes_and_evaluations():
     assert (pretrain.modes, pretrain.reader, pretrain.evaluation, pretrain.pretraining) == (
         {"train", "evaluate"}, None, None, True)
     assert registry.tasks_for("evaluate") == ["PRETRAIN"]
-    assert registry.tasks_for("create_data") == ["SQA", "WTQ", "WIKISQL", "WIKISQL_SUPERVISED", "SYNTHETIC"]
+    assert registry.tasks_for("create_data") == ["SQA", "WTQ", "WIKISQL", "WIKISQL_SUPERVISED", "SYNTHETIC",
+                                                 "TABFACT"]
     synthetic = registry.get_task("SYNTHETIC")
     assert (synthetic.modes, synthetic.evaluation, synthetic.preset.num_aggregation_labels) == (
         question_answering, "denotation", 4)
@@ -70,7 +71,7 @@ def test_the_paper_tasks_are_registered_with_their_modes_and_evaluations():
 def test_the_evaluations_are_the_ones_prediction_knows():
     from tapas_tf.inference.sequential import EVALUATIONS
 
-    assert set(registry.EVALUATIONS) == set(EVALUATIONS)
+    assert set(registry.EVALUATIONS) == set(EVALUATIONS) | {"classification"}
 
 
 def test_wtq_reads_training_and_evaluation_splits_differently(tmp_path):
@@ -82,7 +83,7 @@ def test_wtq_reads_training_and_evaluation_splits_differently(tmp_path):
 
 def test_an_unknown_task_names_the_registered_ones():
     with pytest.raises(ValueError, match=r"unknown task 'SQB'; registered: SQA, WTQ, WIKISQL, "
-                                         r"WIKISQL_SUPERVISED, PRETRAIN, SYNTHETIC \(.*--task_module"):
+                                         r"WIKISQL_SUPERVISED, PRETRAIN, SYNTHETIC, TABFACT \(.*--task_module"):
         registry.get_task("SQB")
 
 
@@ -137,7 +138,7 @@ def test_a_task_without_predict_needs_no_evaluation_and_a_name_is_taken_once(cle
                                             modes={"create_data", "train"}))
     with pytest.raises(ValueError, match="task 'SQA' is registered already"):
         registry.register(registry.TaskSpec("SQA", _preset(), reader=_reader, evaluation="sqa"))
-    assert registry.task_names()[-1] == "OWN" and registry.tasks_for("predict")[-1] == "SYNTHETIC"
+    assert registry.task_names()[-1] == "OWN" and registry.tasks_for("predict")[-1] == "TABFACT"
 
 
 # --- task modules ------------------------------------------------------------------------------
@@ -244,7 +245,7 @@ def test_a_task_of_ones_own_creates_data_trains_predicts_and_evaluates(tmp_path)
 def test_help_lists_a_registered_task_and_the_modes_are_checked(tmp_path):
     result = _run_task("--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "<SQA|WTQ|WIKISQL|WIKISQL_SUPERVISED|PRETRAIN|SYNTHETIC|TOY>" in " ".join(result.stdout.split())
+    assert "<SQA|WTQ|WIKISQL|WIKISQL_SUPERVISED|PRETRAIN|SYNTHETIC|TABFACT|TOY>" in " ".join(result.stdout.split())
     result = _run_task("--mode=evaluate", "--model_dir=m", "--output_dir=o", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (

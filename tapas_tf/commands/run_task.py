@@ -258,14 +258,21 @@ def _predict(spec: TaskSpec, evaluate: bool) -> None:
         ensure_writable_dir(FLAGS.model_dir, "--model_dir")
     else:
         _check_model_dir(mode_ref("train"))
-    from tapas_tf.inference.sequential import predict_model_dir
-
     model_dir = _released_model_dir() if FLAGS.model else FLAGS.model_dir
     model_vocab = os.path.join(model_dir, "vocab.txt")
     interactions_file = (FLAGS.interactions_file
                          or task_files.split_paths(FLAGS.output_dir, FLAGS.predict_split)["interactions"])
     own_vocab = model_vocab if FLAGS.model and os.path.exists(model_vocab) else None
     config = _conversion_config(spec, own_vocab).for_split(is_training=FLAGS.predict_split == "train")
+    if spec.evaluation == "classification":
+        from tapas_tf.inference.classification import predict_classification
+
+        predict_classification(model_dir, interactions_file, FLAGS.predict_split, config,
+                               checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size, evaluate=evaluate,
+                               show_progress=FLAGS.progress_bar, output_dir=FLAGS.model_dir)
+        return
+    from tapas_tf.inference.sequential import predict_model_dir
+
     predict_model_dir(model_dir, interactions_file, FLAGS.predict_split, config,
                       checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
                       use_gold_previous_answer=FLAGS.use_gold_previous_answer, evaluate=evaluate,

@@ -40,10 +40,10 @@ from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
 from tapas_tf.inference.decoding import NONE, Coordinate, DecodingRule, Prediction  # noqa: E402
 from tapas_tf.inference.prediction_files import write_official_tsv, write_predictions_tsv  # noqa: E402
 
-# Model outputs that decoding needs (aggregation_logits only with an aggregation head).
-MODEL_OUTPUTS = ("probabilities", "aggregation_logits")
+# Model outputs that prediction reads (aggregation_logits and classification_logits only with those heads).
+MODEL_OUTPUTS = ("probabilities", "aggregation_logits", "classification_logits")
 # The SQA metrics written to TensorBoard.
-SCALAR_METRICS = ("ALL", "SEQ", "Q1", "Q2", "Q3", "Q4+", "denotation_accuracy")
+SCALAR_METRICS = ("ALL", "SEQ", "Q1", "Q2", "Q3", "Q4+", "denotation_accuracy", "accuracy")
 PREDICTIONS_DIR = "predictions"
 
 # <[batch_size, seq_len]> features in, <[batch_size, ...]> MODEL_OUTPUTS out.

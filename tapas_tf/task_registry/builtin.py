@@ -1,6 +1,7 @@
 """The paper's tasks: SQA, WikiTableQuestions, WikiSQL (answers only, or with the gold SQL's
-operator) and masked-LM pre-training; and SYNTHETIC, questions made from any tables with their
-gold cells and operator, for training between pre-training and WTQ or SQA.
+operator) and masked-LM pre-training; SYNTHETIC, questions made from any tables with their gold
+cells and operator, for training between pre-training and WTQ or SQA; and TABFACT, statements
+true or false of their table (a classifier).
 
 The readers load when a split is opened: WTQ's answer matching imports SciPy (seconds), which
 `--help` and the modes that read no release need not wait for.
@@ -8,7 +9,7 @@ The readers load when a split is opened: WTQ's answer matching imports SciPy (se
 
 from tapas_tf.data.readers.release_reader import ReleaseReader
 from tapas_tf.task_registry.registry import TaskSpec, register
-from tapas_tf.tasks import PRESETS, SYNTHETIC_PRESET, Task
+from tapas_tf.tasks import PRESETS, SYNTHETIC_PRESET, TABFACT_PRESET, Task
 
 
 def open_sqa(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
@@ -50,6 +51,14 @@ def open_synthetic(path: str, input_dir: str, is_training: bool) -> ReleaseReade
     return synthetic.TablesFile(path, input_dir)
 
 
+def open_tabfact(path: str, input_dir: str, is_training: bool) -> ReleaseReader:
+    """Statements with their labels; tables from the release's all_csv/ (`#`-separated)."""
+    from tapas_tf.data.readers import tabfact
+
+    del is_training
+    return tabfact.TabFactFile(path, input_dir)
+
+
 register(TaskSpec(Task.SQA.value, PRESETS[Task.SQA], reader=open_sqa, evaluation="sqa"))
 register(TaskSpec(Task.WTQ.value, PRESETS[Task.WTQ], reader=open_wtq, evaluation="denotation"))
 register(TaskSpec(Task.WIKISQL.value, PRESETS[Task.WIKISQL], reader=open_wikisql, evaluation="denotation"))
@@ -58,4 +67,7 @@ register(TaskSpec(Task.WIKISQL_SUPERVISED.value, PRESETS[Task.WIKISQL_SUPERVISED
 # Trains on the masked-LM data of beam_jobs/create_pretrain_data.py; evaluate: masked-LM accuracy.
 register(TaskSpec(Task.PRETRAIN.value, PRESETS[Task.PRETRAIN]))
 register(TaskSpec("SYNTHETIC", SYNTHETIC_PRESET, reader=open_synthetic, evaluation="denotation",
+                  conversion={"drop_rows_to_fit": True}))
+# Statements true or false of their table; rows are dropped to fit in every split (and counted).
+register(TaskSpec("TABFACT", TABFACT_PRESET, reader=open_tabfact, evaluation="classification",
                   conversion={"drop_rows_to_fit": True}))

@@ -23,9 +23,10 @@ PREDICT_MODES = frozenset({"predict", "predict_and_evaluate"})
 QUESTION_ANSWERING_MODES = frozenset({"create_data", "train", "export"}) | PREDICT_MODES
 # PRETRAIN's data job is another (beam_jobs/create_pretrain_data.py).
 MASKED_LM_MODES = frozenset({"train", "evaluate"})
-# The keys of `tapas_tf.inference.sequential.EVALUATIONS` (a test checks that they agree), named
+# The keys of `tapas_tf.inference.sequential.EVALUATIONS` (a test checks that they agree), and
+# "classification" (`tapas_tf.inference.classification`: accuracy of a statement classifier), named
 # rather than imported: the data job and `--help` must not wait for TensorFlow.
-EVALUATIONS = ("sqa", "denotation")
+EVALUATIONS = ("sqa", "denotation", "classification")
 # ConversionConfig fields a task may set. The vocabulary is the run's, max_seq_length is the
 # preset's, and fail_on_dropped_answers follows the split (`ConversionConfig.for_split`).
 CONVERSION_OPTIONS = tuple(f.name for f in dataclasses.fields(ConversionConfig)
@@ -45,7 +46,9 @@ class TaskSpec:
       reader: opens one split's release file (`tapas_tf.data.readers.release_reader`); None
         when create_data does not make the task's data.
       evaluation: how predict_and_evaluate scores it: "sqa" (accuracy by position in the
-        sequence), "denotation" (the answer's values against the gold texts); None: no predict.
+        sequence), "denotation" (the answer's values against the gold texts), "classification"
+        (the predicted label of each statement: accuracy, per-label precision and recall); None:
+        no predict.
       conversion: ConversionConfig options of the task (`CONVERSION_OPTIONS`), under the flags
         given on the command line.
       modes: the modes it is built for; default all but evaluate, or train and evaluate for a

@@ -26,6 +26,8 @@ MODEL_PRESET_FIELDS = (
     "init_cell_selection_weights_to_zero",
     "num_aggregation_labels",
     "use_answer_as_supervision",
+    "num_classification_labels",
+    "disable_per_token_loss",
 )
 TRAIN_PRESET_FIELDS = ("train_steps", "learning_rate", "warmup_ratio", "train_batch_size", "gradient_clipping",
                        "max_seq_length", "reset_cell_selection_weights")

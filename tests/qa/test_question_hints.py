@@ -44,6 +44,8 @@ def test_aggregation_cues_are_whole_words_and_phrases(question, cue):
     ("what is the total population?", "sum"),
     ("what were the combined sales", "sum"),
     ("how many pylons are in austria?", "count"),
+    ("how many players were older than 30?", "count"),
+    ("how many years older than bob was alice?", "comparison"),
     ("what is the number of cities", "count"),
     ("which pylon is the tallest?", "superlative"),
     ("who finished first?", "superlative"),
