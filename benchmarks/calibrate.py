@@ -29,11 +29,11 @@ def read_records(path: str) -> List[dict]:
 
 
 def model_name(record: dict) -> str:
-    """The model's name without its backend ("bundled sqa_tiny (LiteRT)" -> "bundled sqa_tiny")."""
+    """The model's directory name ("bundled sqa_tiny (LiteRT)" -> "sqa_tiny")."""
     name = record["model"]
     for backend in (" (LiteRT)", " (TensorFlow)"):
         name = name[: -len(backend)] if name.endswith(backend) else name
-    return name
+    return name[len("bundled "):] if name.startswith("bundled ") else name
 
 
 def _raw(record: dict) -> float:

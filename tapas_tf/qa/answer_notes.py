@@ -16,6 +16,8 @@ from typing import AbstractSet, List, Sequence, Tuple
 from tapas_tf.qa.ask_results import AskResult, format_number
 from tapas_tf.qa.question_hints import question_kind
 
+# How the note of a model without an aggregation head begins (`TableQA` replaces it in a pair).
+CANNOT_AGGREGATE = "This model can only select cells"
 # How to start over, in each place a user asks.
 NEW_CONVERSATION = ('start a new conversation (":new" in `ask`, "New conversation" on the web page, '
                     "`Conversation.reset()` in Python) and ask it on its own")
@@ -115,7 +117,7 @@ def _cannot_aggregate_note(result: AskResult, kind: str, follow_up: bool) -> str
         note = ("Counting, totals and averages are computed only for a first question, not a follow-up: "
                 f"this answer shows cells. To compute it, {NEW_CONVERSATION}")
     else:
-        note = ("This model can only select cells, not count, add or average them, so this answer shows "
+        note = (f"{CANNOT_AGGREGATE}, not count, add or average them, so this answer shows "
                 "cells. For a computed answer, pair it with a model that aggregates (--aggregation_model_dir, "
                 "as the default model is paired)")
     numbers = _all_numbers(result)

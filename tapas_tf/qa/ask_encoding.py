@@ -70,6 +70,8 @@ class EncodedQuestion:
       for_aggregation_model: encoded for the aggregation model of a pair (`TableQA.encode`), which
         answers it.
       follow_up: the question sees an earlier answer's cells (`prev_label_ids`).
+      alternative: the same question encoded for the other model of a pair, which answers it too;
+        the answer with the higher calibrated confidence is kept (`TableQA.encode`).
     """
 
     question: str
@@ -80,6 +82,7 @@ class EncodedQuestion:
     diagnostics: Tuple[str, ...]
     for_aggregation_model: bool = False
     follow_up: bool = False
+    alternative: Optional["EncodedQuestion"] = None
 
 
 def bucket_length(length: int, buckets: Sequence[int]) -> int:

@@ -11,12 +11,16 @@
 
     qa.answer_many(frame, ["q1", "q2", ...])   # one conversion of the table, batched model calls
 
-A pair of models: `from_model_dir("my_sqa", aggregation_model_dir="my_wtq")` answers with the
-first, except a question that reads like counting or arithmetic ("how many", "total",
-`question_hints`) and does not follow up an earlier answer: that goes to the second, a model with
-an aggregation head (COUNT, SUM, AVERAGE), loaded the first time such a question comes. Without a
-model directory, the bundled model pairs with the bundled aggregation model when the installation
-has one (`checkpoints.bundled`). Every result names the model that answered (`AskResult.model`).
+A pair of models: `from_model_dir("my_sqa", aggregation_model_dir="my_wtq")` answers follow-ups
+with the first (the conversation model, which reads the previous answer). A first question goes
+to both when both models have a calibration (`calibration.json`, `confidence`): the answer with
+the higher calibrated confidence is kept, so each model answers what it answers best (on held-out
+SQA and WTQ questions this beat routing by the question's words on both). Without calibrations a
+first question that reads like counting or arithmetic ("how many", "total", `question_hints`) goes
+to the second model, a model with an aggregation head (COUNT, SUM, AVERAGE), and the rest to the
+first. The second model loads the first time it is needed. Without a model directory, the bundled
+conversation model pairs with the bundled aggregation model when the installation has one
+(`checkpoints.bundled`). Every result names the model that answered (`AskResult.model`).
 
 The model stays loaded and warm. Each question runs at the smallest sequence bucket that holds it
 (32 ... 512 tokens), with one compiled function per bucket. Tables bigger than the model holds
@@ -60,8 +64,8 @@ from tapas_tf.qa.ask_encoding import (
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
-from tapas_tf.qa.answer_notes import answer_notes, total_rows
-from tapas_tf.qa.confidence import Calibration, confidence_features, raw_confidence
+from tapas_tf.qa.answer_notes import CANNOT_AGGREGATE, answer_notes, total_rows
+from tapas_tf.qa.confidence import CALIBRATION_FILE, Calibration, confidence_features, raw_confidence
 from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
@@ -245,19 +249,32 @@ class TableQA:
 
     def encode(self, prepared: PreparedTable, question: str,
                previous_answer: PreviousAnswer = None) -> EncodedQuestion:
-        """Features of one question for the model that answers it: the aggregation model for a
-        question that reads like counting or arithmetic (`question_hints.aggregation_cue`) with no
-        previous answer, else this one (a follow-up needs the conversational model's previous-answer
-        input, which the aggregation model was not trained with).
+        """Features of one question for the model that answers it (the module docstring): a follow-up
+        for this model (it needs the conversational model's previous-answer input, which the
+        aggregation model was not trained with); a first question for both models of a calibrated
+        pair (`alternative`), else by its words.
 
         Raises:
           AskError: as `TableEncoder.encode`.
         """
         previous = _previous_cells(previous_answer)
-        if self._aggregation_model is not None and not previous and aggregation_cue(question):
-            encoded = self.aggregation_model.encoder.encode(prepared, question)
-            return dataclasses.replace(encoded, for_aggregation_model=True)
-        return self.encoder.encode(prepared, question, previous)
+        if self._aggregation_model is None or previous:
+            return self.encoder.encode(prepared, question, previous)
+        both = self.routes_by_confidence
+        if not both and not aggregation_cue(question):
+            return self.encoder.encode(prepared, question)
+        other = dataclasses.replace(self.aggregation_model.encoder.encode(prepared, question),
+                                    for_aggregation_model=True)
+        return dataclasses.replace(self.encoder.encode(prepared, question), alternative=other) if both else other
+
+    @property
+    def routes_by_confidence(self) -> bool:
+        """Whether first questions go to both models of the pair (both calibrated), not by their words
+        (without loading the second model)."""
+        other = self._aggregation_model
+        if other is None or self.calibration is None:
+            return False
+        return bool(other.calibrated) if callable(other) else other.calibration is not None
 
     def answer_encoded(self, encoded: Sequence[EncodedQuestion]) -> List[AskResult]:
         """Answers questions already encoded (`encode`), about any tables, batched by bucket:
@@ -284,16 +301,23 @@ class TableQA:
         return lengths
 
     def _run(self, encoded: Sequence[EncodedQuestion], batch_size: int = 16) -> List[AskResult]:
-        """Results in order; the questions encoded for the aggregation model are its to answer."""
-        routed = [i for i, item in enumerate(encoded) if item.for_aggregation_model]
-        if self._aggregation_model is None or not routed:
+        """Results in order: the questions encoded for the aggregation model are its to answer; of a
+        question encoded for both (`alternative`), the answer with the higher confidence is kept."""
+        theirs = [(i, item) for i, item in enumerate(encoded) if item.for_aggregation_model]
+        theirs += [(i, item.alternative) for i, item in enumerate(encoded) if item.alternative is not None]
+        if self._aggregation_model is None or not theirs:
             return self._run_here(encoded, batch_size)
-        results: List[Optional[AskResult]] = [None] * len(encoded)
         own = [i for i, item in enumerate(encoded) if not item.for_aggregation_model]
-        for indices, qa in ((routed, self.aggregation_model), (own, self)):
-            # pylint: disable=protected-access
-            for index, result in zip(indices, qa._run_here([encoded[i] for i in indices], batch_size)):
-                results[index] = result
+        results: List[Optional[AskResult]] = [None] * len(encoded)
+        for index, result in zip(own, self._run_here([encoded[i] for i in own], batch_size)):
+            results[index] = result
+        # pylint: disable=protected-access
+        for (index, _), result in zip(theirs, self.aggregation_model._run_here([e for _, e in theirs], batch_size)):
+            mine = results[index]
+            if mine is None or result.confidence > mine.confidence:
+                results[index] = _chosen(result, mine)
+            else:
+                results[index] = _chosen(mine, result)
         return results
 
     def _run_here(self, encoded: Sequence[EncodedQuestion], batch_size: int) -> List[AskResult]:
@@ -338,6 +362,19 @@ class TableQA:
         return self.runner(length, rows)
 
 
+def _chosen(result: AskResult, other: Optional[AskResult]) -> AskResult:
+    """`result`, chosen over `other` (the other model's answer to the same question), with a note when
+    the other model could compute what this one cannot."""
+    if other is None or result.operator_probabilities or not other.operator_probabilities:
+        return result
+    if not any(note.startswith(CANNOT_AGGREGATE) for note in result.notes):
+        return result
+    notes = tuple(note for note in result.notes if not note.startswith(CANNOT_AGGREGATE))
+    note = (f"This answer shows cells: the model that counts, adds and averages was less sure of its own "
+            f"({other.summary}, confidence {other.confidence:.2f}) than this one ({result.confidence:.2f}).")
+    return dataclasses.replace(result, notes=(note,) + notes)
+
+
 def _load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_compile: bool, precision: str):
     """(the runner `backend` picks for `model_dir`, the model's config)."""
     model_dir_lib.require_config(model_dir)  # Before TensorFlow loads, if it will.
@@ -374,6 +411,7 @@ def _aggregation_loader(model_dir: str, options: Dict) -> Callable[[], TableQA]:
         return TableQA.from_model_dir(model_dir, name=name, **options)
 
     load.name = name  # type: ignore[attr-defined]  # As a loaded TableQA's: `aggregation_model_name`.
+    load.calibrated = os.path.exists(os.path.join(model_dir, CALIBRATION_FILE))  # type: ignore[attr-defined]
     return load
 
 

@@ -1,5 +1,6 @@
-"""A pair of models behind one TableQA: the conversational model answers, and the first questions
-that read like counting or arithmetic go to the model with an aggregation head."""
+"""A pair of models behind one TableQA: the conversational model answers follow-ups; a first
+question goes to both calibrated models (the surer answer kept), or, without calibrations, to the
+model with an aggregation head when it reads like counting or arithmetic."""
 
 import os
 
@@ -9,7 +10,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR  # noqa: E402
-from tapas_tf.qa import table_qa  # noqa: E402
+from tapas_tf.qa import confidence, table_qa  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tests.inference.test_sequential import write_random_model_dir  # noqa: E402
 
@@ -106,3 +107,40 @@ def test_warm_up_loads_and_warms_the_aggregation_model(models):
     qa = TableQA.from_model_dir(models["cells"], aggregation_model_dir=models["counts"])
     qa.warm_up(lengths=(32,))
     assert isinstance(qa._aggregation_model, TableQA)  # pylint: disable=protected-access
+
+
+def _calibrate(model_dir, bias):
+    """A calibration that gives every answer of `model_dir` the confidence sigmoid(bias)."""
+    weights = {name: 0.0 for name in confidence.FEATURES}
+    confidence.Calibration(dict(weights, bias=bias), 0.5, "test").save(model_dir)
+
+
+def test_a_calibrated_pair_asks_both_and_keeps_the_surer_answer(tmp_path):
+    """With a calibration beside each model, a first question goes to both and the answer with the
+    higher confidence is kept, whatever its words; a follow-up stays with the conversation model; a
+    counting question that the cells-only model wins says that the counting model was less sure."""
+    cells = write_random_model_dir(tmp_path / "cells")
+    counts = write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4, use_answer_as_supervision=True,
+                                    cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)
+    _calibrate(cells, -2.0)
+    _calibrate(counts, 2.0)
+    pair = TableQA.from_model_dir(cells, aggregation_model_dir=counts)
+    assert pair.routes_by_confidence
+    assert [r.model for r in pair.answer_many(TABLE, ["which city?", "how many cities?"])] == ["counts", "counts"]
+    chat = pair.conversation(TABLE)
+    first = chat.ask("which city is the largest?")
+    assert first.model == "counts" and first.confidence == pytest.approx(0.8808, abs=1e-4)
+    if first.cells:  # A follow-up needs an earlier answer's cells.
+        assert chat.ask("which of them is in italy?").model == "cells"
+
+    _calibrate(cells, 3.0)
+    pair = TableQA.from_model_dir(cells, aggregation_model_dir=counts)
+    counted = pair.answer(TABLE, "how many cities are there?")
+    assert counted.model == "cells" and counted.operator == "NONE"
+    assert counted.notes[0].startswith("This answer shows cells: the model that counts, adds and averages was "
+                                       "less sure of its own (")
+    assert not any(note.startswith("This model can only select cells") for note in counted.notes)
+
+    os.remove(os.path.join(counts, confidence.CALIBRATION_FILE))  # One uncalibrated model: routing by words.
+    pair = TableQA.from_model_dir(cells, aggregation_model_dir=counts)
+    assert not pair.routes_by_confidence and pair.answer(TABLE, "how many cities?").model == "counts"
