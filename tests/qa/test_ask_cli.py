@@ -206,17 +206,26 @@ def test_a_pair_of_models_names_the_one_that_answered(tmp_path):
 
 
 def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
-    """No --model_dir: a counting question goes to the bundled aggregation model, which executes
-    its operator; a lookup and its follow-up stay with the conversation model; =none turns the
-    pair off, and the counting question then gets cells and the note that the model cannot count."""
-    stdin = "how many pylons are in austria?\n:new\nwhat is the height of torre jaume i?\nwhen was it built?\n"
+    """No --model_dir: both calibrated bundled models answer a first question and the surer answer
+    is kept (the counting question: the aggregation model, which executes its operator; the
+    README's lookup: the conversation model); a follow-up stays with the conversation model; every
+    answer carries a calibrated confidence, and the README's superlative is answered right or
+    flagged not sure (the tiny models get it wrong, as the README says); =none turns the pair off, and the counting
+    question then gets cells and the note that the model cannot count."""
+    stdin = ("how many pylons are in austria?\n:new\nwhat is the height of torre jaume i?\nwhen was it built?\n"
+             ":new\nwhich pylon is the tallest?\n")
     result = _ask(f"--table={TABLE}", "--json", stdin=stdin)
     assert result.returncode == 0, result.stderr[-3000:]
-    count, lookup, follow_up = [json.loads(line) for line in result.stdout.splitlines()]
+    count, lookup, follow_up, superlative = [json.loads(line) for line in result.stdout.splitlines()]
     assert count["model"] == f"bundled {os.path.basename(AGGREGATION_DIR)} (LiteRT)"
     assert count["operator"] in ("COUNT", "SUM", "AVERAGE") and isinstance(count["value"], (int, float))
     assert lookup["model"] == follow_up["model"] == f"bundled {os.path.basename(BUNDLED_DIR)} (LiteRT)"
     assert [cell["text"] for cell in lookup["cells"]] == ["107 m"]  # The README's question.
+    assert not lookup["follow_up"] and follow_up["follow_up"]
+    assert all(answer["calibrated"] and 0 < answer["confidence"] < 1 for answer in (count, lookup, follow_up))
+    right = [cell["text"] for cell in superlative["cells"]] == ["Glacial Aerial Tramway Kaprun III"]
+    assert right or (superlative["sure"] is False
+                     and superlative["notes"][-1].startswith("Not sure: this answer's confidence"))
     alone = _ask(f"--table={TABLE}", "--json", "--aggregation_model_dir=none", "how many pylons are in austria?")
     assert alone.returncode == 0, alone.stderr[-3000:]
     answer = json.loads(alone.stdout)
