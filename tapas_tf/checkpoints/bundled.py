@@ -8,10 +8,11 @@ Two roles, one directory each under `bundled/`:
 - the conversation model (`BUNDLED_DIR`, `bundled_model_dir()`): trained on SQA, it selects cells
   and reads the previous answer of a conversation (which rows, which cells, "which of them ...");
 - the aggregation model (`AGGREGATION_DIR`, `bundled_aggregation_model_dir()`): trained on
-  WikiTableQuestions from answers alone, with an aggregation head (COUNT, SUM, AVERAGE); `TableQA`
-  hands it the first questions of a conversation that read like counting or arithmetic
-  ("how many", "total"; `qa.question_hints`). An installation may lack it:
-  `bundled_aggregation_model_dir()` is then None, and the conversation model answers alone.
+  WikiTableQuestions from answers alone, with an aggregation head (COUNT, SUM, AVERAGE). `TableQA`
+  asks both models the first question of a conversation and keeps the answer with the higher
+  calibrated confidence (each directory's `calibration.json`, `qa.confidence`). An installation
+  may lack it: `bundled_aggregation_model_dir()` is then None, and the conversation model answers
+  alone.
 
 Each directory's `compact.json` gives the commands that trained the model and its dev scores;
 `docs/RESULTS.md` has the whole experiments, `docs/MODELS.md` what each model is good for.
