@@ -93,7 +93,8 @@ def wtq_questions(wtq_dir: str, limit_tables: int = 0, split: Split = DEV) -> Di
     return by_table
 
 
-def sqa_sequences(sqa_dir: str, limit_tables: int = 0, split: Split = DEV) -> Dict[Tuple[str, str], List[dict]]:
+def sqa_sequences(sqa_dir: str, limit_tables: int = 0,
+                  split: Split = DEV) -> Dict[Tuple[str, str], List[dict]]:
     """(sequence id, table file) -> its questions in position order ({"id", "question", "gold"}), read
     by the project's SQA reader (questions in quotes may span lines); unreadable lines are reported."""
     sequences: Dict[Tuple[str, str], List[dict]] = collections.OrderedDict()
@@ -131,7 +132,8 @@ def ask_wtq(qa: TableQA, wtq_dir: str, limit_tables: int = 0, split: Split = DEV
         for question, result in zip(questions, results):
             predicted = list(result.answers) if result.operator == "NONE" else result.value
             correct = predicted is not None and denotation_matches(predicted, question["targets"])
-            records.append(_record(result, correct, question_kind(question["question"]), "WTQ", question["id"]))
+            records.append(_record(result, correct, question_kind(question["question"]), "WTQ",
+                                   question["id"]))
     return records
 
 
@@ -140,7 +142,8 @@ def ask_sqa(qa: TableQA, sqa_dir: str, limit_tables: int = 0, split: Split = DEV
     frames: Dict[str, pd.DataFrame] = {}
     for (_, table_file), questions in sqa_sequences(sqa_dir, limit_tables, split).items():
         if table_file not in frames:
-            frames[table_file] = frame_from_table(read_csv_table(os.path.join(sqa_dir, table_file), table_file))
+            frames[table_file] = frame_from_table(read_csv_table(os.path.join(sqa_dir, table_file),
+                                                                 table_file))
         chat = qa.conversation(frames[table_file])
         for question in questions:
             result = chat.ask(question["question"])
@@ -172,9 +175,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sqa_dir", default="", help="The SQA release (random-split-1-dev.tsv, table_csv/).")
     parser.add_argument("--wtq_dir", default="", help="The WTQ release (random-split-1-dev.tsv, csv/).")
-    parser.add_argument("--model_dir", default=None, help="Default: the model TableQA.from_model_dir() loads.")
+    parser.add_argument("--model_dir", default=None,
+                        help="Default: the model TableQA.from_model_dir() loads.")
     parser.add_argument("--aggregation_model_dir", default=None)
-    parser.add_argument("--checkpoint", default=None, help="A checkpoint of --model_dir (TensorFlow backend).")
+    parser.add_argument("--checkpoint", default=None,
+                        help="A checkpoint of --model_dir (TensorFlow backend).")
     parser.add_argument("--limit_tables", type=int, default=0)
     parser.add_argument("--holdout_report", default="",
                         help="Ask the held-out training tables of this mix_report.json instead of dev.")

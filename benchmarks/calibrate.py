@@ -3,7 +3,8 @@
     python benchmarks/ask_accuracy.py --holdout_report=MIX/mix_report.json ... --calibration_out=holdout.jsonl
     python benchmarks/ask_accuracy.py ... --calibration_out=dev.jsonl
     python benchmarks/calibrate.py --fit=holdout.jsonl --evaluate=dev.jsonl \
-        --model_dir="bundled sqa_tiny=tapas_tf/checkpoints/bundled/sqa_tiny" [--write] [--output=calibration.json]
+        --model_dir="bundled sqa_tiny=tapas_tf/checkpoints/bundled/sqa_tiny" \
+        [--write] [--output=calibration.json]
 
 Each line of the JSONL files is one asked question (`ask_accuracy.py`): the model that answered,
 whether the answer was right, and its confidence features (`tapas_tf.qa.confidence.FEATURES`). One
@@ -63,10 +64,13 @@ def evaluate(records: List[dict], calibrations: Dict[str, Calibration]) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fit", required=True, help="JSONL of ask_accuracy.py on questions held out of training.")
+    parser.add_argument("--fit", required=True,
+                        help="JSONL of ask_accuracy.py on questions held out of training.")
     parser.add_argument("--evaluate", default="", help="JSONL of ask_accuracy.py on dev.")
-    parser.add_argument("--model_dir", action="append", default=[], help="NAME=DIR: where NAME's calibration goes.")
-    parser.add_argument("--threshold", type=float, default=0.5, help="Answers below it are flagged as not sure.")
+    parser.add_argument("--model_dir", action="append", default=[],
+                        help="NAME=DIR: where NAME's calibration goes.")
+    parser.add_argument("--threshold", type=float, default=0.5,
+                        help="Answers below it are flagged as not sure.")
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--write", action="store_true", help="Write calibration.json into each --model_dir.")
     parser.add_argument("--output", default="")
@@ -77,8 +81,9 @@ def main(argv=None) -> int:
         by_model[model_name(record)].append(record)
     calibrations = {}
     for name, records in sorted(by_model.items()):
-        calibrations[name] = fit([r["features"] for r in records], [r["correct"] for r in records], l2=args.l2,
-                                 fitted_on=f"{len(records)} questions of {args.fit}", threshold=args.threshold)
+        calibrations[name] = fit([r["features"] for r in records], [r["correct"] for r in records],
+                                 l2=args.l2, fitted_on=f"{len(records)} questions of {args.fit}",
+                                 threshold=args.threshold)
         print(name, json.dumps(calibrations[name].to_json()))
         if args.write:
             if name not in dirs:

@@ -66,7 +66,8 @@ def main(argv=None) -> int:
     parser.add_argument("--wtq_data", required=True)
     parser.add_argument("--wtq_dataset", default="../shared/datasets/wtq", help="The WTQ release (its dev split).")
     parser.add_argument("--sqa_dataset", default="",
-                        help="The SQA release: its dev tables are left out too (one model scored on both dev sets).")
+                        help="The SQA release: its dev tables are left out too "
+                             "(one model scored on both dev sets).")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--holdout_tables", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)

@@ -15,7 +15,8 @@ from tests.data.test_tabfact_reader import SPLIT
 from tests.vocab_fixture import vocab_tokens, write_test_vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = {"t1.csv": [["paris has more people than rome", "rome has more people than paris"], [1, 0], "capitals"],
+TRAIN = {"t1.csv": [["paris has more people than rome", "rome has more people than paris"],
+                    [1, 0], "capitals"],
          "t2.csv": [["the tallest pylon is a", "the tallest pylon is c"], [1, 0], "pylons"]}
 
 
@@ -39,25 +40,28 @@ def test_statements_become_labelled_examples_a_classifier_trains_on_and_is_score
     release, out, model = tmp_path / "tabfact", tmp_path / "out", tmp_path / "model"
     _release(release)
     vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
-    result = _run("--mode=create_data", f"--input_dir={release}", f"--output_dir={out}", f"--vocab_file={vocab}",
-                  "--direct_num_workers=1", "--noprogress_bar", cwd=tmp_path)
+    result = _run("--mode=create_data", f"--input_dir={release}", f"--output_dir={out}",
+                  f"--vocab_file={vocab}", "--direct_num_workers=1", "--noprogress_bar", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "test_examples.json not found; split test skipped" in result.stderr
     report = json.loads((out / REPORT_FILE).read_text())["splits"]
     assert set(report) == {"train", "dev"} and report["train"]["adds_up"] and report["dev"]["adds_up"]
-    assert report["train"]["examples_written"] == 4 and report["train"]["reader"] == {"entailed": 2, "refuted": 2}
+    assert (report["train"]["examples_written"] == 4
+            and report["train"]["reader"] == {"entailed": 2, "refuted": 2})
     dev = report["dev"]
     assert (dev["questions_read"], dev["examples_written"]) == (4, 2)
     assert dev["lines"]["skipped"] == {"malformed_entry": 9}
     failures = (out / "failures" / "dev.tsv").read_text()
     assert "malformed_entry" in failures and failures.count("missing_table") == 2
-    labels = [tf.train.Example.FromString(r.numpy()).features.feature["classification_class_index"].int64_list.value[0]
+    labels = [tf.train.Example.FromString(r.numpy())
+              .features.feature["classification_class_index"].int64_list.value[0]
               for r in tf.data.TFRecordDataset(str(out / "tf_examples" / "train.tfrecord"))]
     assert sorted(labels) == [0, 0, 1, 1]
 
     result = _run("--mode=train", f"--output_dir={out}", f"--model_dir={model}", "--model_size=tiny",
-                  f"--model_option=vocab_size={len(vocab_tokens())}", "--train_steps=2", "--train_batch_size=2",
-                  "--save_checkpoints_steps=2", "--noprogress_bar", "--seed=1", cwd=tmp_path)
+                  f"--model_option=vocab_size={len(vocab_tokens())}", "--train_steps=2",
+                  "--train_batch_size=2", "--save_checkpoints_steps=2", "--noprogress_bar", "--seed=1",
+                  cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     config = json.loads((model / "tapas_config.json").read_text())
     assert (config["num_classification_labels"], config["disable_per_token_loss"],

@@ -83,7 +83,8 @@ def test_wtq_reads_training_and_evaluation_splits_differently(tmp_path):
 
 def test_an_unknown_task_names_the_registered_ones():
     with pytest.raises(ValueError, match=r"unknown task 'SQB'; registered: SQA, WTQ, WIKISQL, "
-                                         r"WIKISQL_SUPERVISED, PRETRAIN, SYNTHETIC, TABFACT \(.*--task_module"):
+                                         r"WIKISQL_SUPERVISED, PRETRAIN, SYNTHETIC, TABFACT "
+                                         r"\(.*--task_module"):
         registry.get_task("SQB")
 
 
@@ -245,7 +246,8 @@ def test_a_task_of_ones_own_creates_data_trains_predicts_and_evaluates(tmp_path)
 def test_help_lists_a_registered_task_and_the_modes_are_checked(tmp_path):
     result = _run_task("--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "<SQA|WTQ|WIKISQL|WIKISQL_SUPERVISED|PRETRAIN|SYNTHETIC|TABFACT|TOY>" in " ".join(result.stdout.split())
+    assert ("<SQA|WTQ|WIKISQL|WIKISQL_SUPERVISED|PRETRAIN|SYNTHETIC|TABFACT|TOY>"
+            in " ".join(result.stdout.split()))
     result = _run_task("--mode=evaluate", "--model_dir=m", "--output_dir=o", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (

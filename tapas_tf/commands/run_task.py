@@ -268,8 +268,9 @@ def _predict(spec: TaskSpec, evaluate: bool) -> None:
         from tapas_tf.inference.classification import predict_classification
 
         predict_classification(model_dir, interactions_file, FLAGS.predict_split, config,
-                               checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size, evaluate=evaluate,
-                               show_progress=FLAGS.progress_bar, output_dir=FLAGS.model_dir)
+                               checkpoint=FLAGS.checkpoint, batch_size=FLAGS.predict_batch_size,
+                               evaluate=evaluate, show_progress=FLAGS.progress_bar,
+                               output_dir=FLAGS.model_dir)
         return
     from tapas_tf.inference.sequential import predict_model_dir
 

@@ -92,9 +92,10 @@ def write_predictions(path: str, predictions: Sequence[ClassPrediction]) -> None
             writer.writerow([p.question_id, p.label, p.predicted, f"{p.probability:.6f}"])
 
 
-def predict_classification(model_dir: str, interactions_file: str, split: str, conversion_config: ConversionConfig,
-                           checkpoint: Optional[str] = None, batch_size: int = 32, evaluate: bool = False,
-                           show_progress: bool = True, output_dir: Optional[str] = None) -> ClassificationOutcome:
+def predict_classification(model_dir: str, interactions_file: str, split: str,
+                           conversion_config: ConversionConfig, checkpoint: Optional[str] = None,
+                           batch_size: int = 32, evaluate: bool = False, show_progress: bool = True,
+                           output_dir: Optional[str] = None) -> ClassificationOutcome:
     """Classifies every statement of `interactions_file` with a model directory (see the module docstring).
 
     Raises:
@@ -103,7 +104,8 @@ def predict_classification(model_dir: str, interactions_file: str, split: str, c
     output_dir = output_dir or model_dir
     config = model_dir_lib.load_config(model_dir)
     if config.num_classification_labels != len(LABEL_NAMES):
-        raise ValueError(f"{model_dir}: the model has {config.num_classification_labels} classification labels; "
+        raise ValueError(f"{model_dir}: the model has {config.num_classification_labels} "
+                         "classification labels; "
                          f"a statement classifier has {len(LABEL_NAMES)} (train it with --task=TABFACT)")
     checkpoint = model_dir_lib.resolve_weights(model_dir, checkpoint)
     converter = ExampleConverter(dataclasses.replace(conversion_config, fail_on_dropped_answers=False))
@@ -113,11 +115,13 @@ def predict_classification(model_dir: str, interactions_file: str, split: str, c
                  for index in range(len(interaction.questions))]
     if not questions:
         raise ValueError(f"{interactions_file}: no statements to classify")
-    predictor = BatchPredictor(compiled_model_fn(model, batch_size, conversion_config.max_seq_length), batch_size)
+    predictor = BatchPredictor(compiled_model_fn(model, batch_size, conversion_config.max_seq_length),
+                               batch_size)
     predictions: List[Optional[ClassPrediction]] = [None] * len(questions)
     failures: Dict[str, str] = {}
     pending = []
-    for position, (interaction, index) in enumerate(tqdm(questions, disable=not show_progress, unit="statement")):
+    for position, (interaction, index) in enumerate(tqdm(questions, disable=not show_progress,
+                                                         unit="statement")):
         question = interaction.questions[index]
         label = question.answer.class_index if question.answer.HasField("class_index") else -1
         try:
@@ -131,8 +135,8 @@ def predict_classification(model_dir: str, interactions_file: str, split: str, c
                 question_id = questions[where][0].questions[questions[where][1]].id
                 predictions[where] = ClassPrediction(question_id, gold, int(probability >= 0.5), probability)
             pending = []
-    outcome = ClassificationOutcome(predictions, failures, os.path.join(output_dir, PREDICTIONS_DIR, f"{split}.tsv"),
-                                    step)
+    outcome = ClassificationOutcome(predictions, failures,
+                                    os.path.join(output_dir, PREDICTIONS_DIR, f"{split}.tsv"), step)
     write_predictions(outcome.predictions_path, predictions)
     logging.info("Wrote %d predictions to %s; %d statements not converted%s", len(predictions),
                  outcome.predictions_path, len(failures),

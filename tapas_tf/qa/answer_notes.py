@@ -103,8 +103,8 @@ def _comparison_note(result: AskResult) -> str:
     numbers = _numbers(result)
     if len(result.cells) == 2 and len(numbers) == 2:
         low, high = sorted(numbers)
-        note += (f". The two selected cells hold {format_number(numbers[0])} and {format_number(numbers[1])}: "
-                 f"they differ by {format_number(high - low)}")
+        note += (f". The two selected cells hold {format_number(numbers[0])} and "
+                 f"{format_number(numbers[1])}: they differ by {format_number(high - low)}")
         if low > 0:
             note += f", and one is {format_number(high / low)} times the other"
     elif result.cells:
@@ -118,8 +118,8 @@ def _cannot_aggregate_note(result: AskResult, kind: str, follow_up: bool) -> str
                 f"this answer shows cells. To compute it, {NEW_CONVERSATION}")
     else:
         note = (f"{CANNOT_AGGREGATE}, not count, add or average them, so this answer shows "
-                "cells. For a computed answer, pair it with a model that aggregates (--aggregation_model_dir, "
-                "as the default model is paired)")
+                "cells. For a computed answer, pair it with a model that aggregates "
+                "(--aggregation_model_dir, as the default model is paired)")
     numbers = _all_numbers(result)
     if kind == "count" and len(result.cells) > 1:
         note += f". There are {len(result.cells)} selected cells"
@@ -133,14 +133,16 @@ def _operator_note(result: AskResult, kind: str) -> str:
     numbers = _all_numbers(result)
     asked = _ASKED[kind]
     if kind in ("sum", "average") and numbers:
-        done = {"COUNT": "counted", "NONE": "selected", "SUM": "added", "AVERAGE": "averaged"}[result.operator]
+        done = {"COUNT": "counted", "NONE": "selected", "SUM": "added",
+                "AVERAGE": "averaged"}[result.operator]
         wanted = {"sum": "SUM", "average": "AVERAGE"}[kind]
         if result.operator == wanted or (result.operator == "NONE" and len(numbers) == 1):
             return ""
         if kind == "sum" and result.operator == "COUNT":
             # "how many medals in total" may mean a count of rows or a sum of the medal column.
             return (f"This question asks for a total: the model counted the {_cells(len(numbers))} (COUNT = "
-                    f"{len(numbers)}); if the total of their values is meant, {_what_they_give(kind, numbers)}.")
+                    f"{len(numbers)}); if the total of their values is meant, "
+                    f"{_what_they_give(kind, numbers)}.")
         return (f"This question asks for {asked}, but the model {done} the {_cells(len(numbers))} "
                 f"({result.operator}) instead; {_what_they_give(kind, numbers)}.")
     if kind == "count" and result.operator == "NONE" and len(result.cells) > 1:

@@ -50,7 +50,8 @@ def left_out_probability(result: AskResult) -> float:
 
 def operator_probability(result: AskResult) -> float:
     """The probability of the answer's operator (1 without an aggregation head)."""
-    return float(result.operator_probabilities.get(result.operator, 1.0)) if result.operator_probabilities else 1.0
+    return (float(result.operator_probabilities.get(result.operator, 1.0))
+            if result.operator_probabilities else 1.0)
 
 
 def confidence_features(result: AskResult, follow_up: bool) -> Dict[str, float]:
@@ -145,7 +146,8 @@ def fit(features: Sequence[Mapping[str, float]], correct: Sequence[bool], l2: fl
         w -= step
         if np.max(np.abs(step)) < 1e-8:
             break
-    return Calibration({name: round(float(v), 6) for name, v in zip(FEATURES, w)}, threshold, fitted_on, len(y))
+    return Calibration({name: round(float(v), 6) for name, v in zip(FEATURES, w)}, threshold, fitted_on,
+                       len(y))
 
 
 def reliability_table(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> List[dict]:
@@ -163,7 +165,8 @@ def reliability_table(confidences: Sequence[float], correct: Sequence[bool], bin
     return table
 
 
-def expected_calibration_error(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> float:
+def expected_calibration_error(confidences: Sequence[float], correct: Sequence[bool],
+                               bins: int = 10) -> float:
     """Sum over bins of (share of questions) x |accuracy - mean confidence|."""
     total = len(confidences)
     return round(sum(row["questions"] / total * abs(row["accuracy"] - row["confidence"])

@@ -43,9 +43,10 @@ _CUES = {
     "sum": _words(r"total", r"sum", r"combined", r"altogether", r"in\s+all", r"all\s+together"),
     "count": _words(r"how\s+many", r"number\s+of", r"count"),
     "superlative": _words(
-        r"most", r"least", r"highest", r"lowest", r"largest", r"smallest", r"biggest", r"longest", r"shortest",
-        r"tallest", r"oldest", r"youngest", r"newest", r"latest", r"earliest", r"first", r"last", r"top",
-        r"best", r"worst", r"greatest", r"fewest", r"fastest", r"slowest", r"maximum", r"minimum", r"max", r"min"),
+        r"most", r"least", r"highest", r"lowest", r"largest", r"smallest", r"biggest", r"longest",
+        r"shortest", r"tallest", r"oldest", r"youngest", r"newest", r"latest", r"earliest", r"first",
+        r"last", r"top", r"best", r"worst", r"greatest", r"fewest", r"fastest", r"slowest", r"maximum",
+        r"minimum", r"max", r"min"),
 }
 
 

@@ -53,7 +53,8 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
     if result.operator in ("SUM", "AVERAGE") and result.numbers:
         answer.append("   numbers used: " + ", ".join(format_number(n) for n in result.numbers))
     if result.confidence is not None:
-        answer.append(f"   confidence: {result.confidence:.2f}" + ("" if result.calibrated else " (uncalibrated)")
+        answer.append(f"   confidence: {result.confidence:.2f}"
+                      + ("" if result.calibrated else " (uncalibrated)")
                       + ("" if result.sure else " - not sure"))
     answer += [f"   note: {note}" for note in result.notes + result.diagnostics]
     return "\n".join(answer + [""] + formatted)

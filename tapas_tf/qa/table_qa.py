@@ -265,7 +265,8 @@ class TableQA:
             return self.encoder.encode(prepared, question)
         other = dataclasses.replace(self.aggregation_model.encoder.encode(prepared, question),
                                     for_aggregation_model=True)
-        return dataclasses.replace(self.encoder.encode(prepared, question), alternative=other) if both else other
+        return (dataclasses.replace(self.encoder.encode(prepared, question), alternative=other)
+                if both else other)
 
     @property
     def routes_by_confidence(self) -> bool:
@@ -312,7 +313,8 @@ class TableQA:
         for index, result in zip(own, self._run_here([encoded[i] for i in own], batch_size)):
             results[index] = result
         # pylint: disable=protected-access
-        for (index, _), result in zip(theirs, self.aggregation_model._run_here([e for _, e in theirs], batch_size)):
+        for (index, _), result in zip(theirs,
+                                      self.aggregation_model._run_here([e for _, e in theirs], batch_size)):
             mine = results[index]
             if mine is None or result.confidence > mine.confidence:
                 results[index] = _chosen(result, mine)
@@ -341,7 +343,8 @@ class TableQA:
         """`result` with the model's name, its confidence, and notes where it may not be what was asked."""
         follow_up = encoded.follow_up
         pruned = encoded.pruned
-        totals = {pruned.rows[i] for i in total_rows([[c.text for c in row.cells] for row in pruned.table.rows])}
+        totals = {pruned.rows[i]
+                  for i in total_rows([[c.text for c in row.cells] for row in pruned.table.rows])}
         notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
         if self.calibration is None:
             confidence, threshold = raw_confidence(result), 0.5

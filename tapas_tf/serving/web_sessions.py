@@ -304,7 +304,8 @@ def _confidence(result: AskResult) -> List[str]:
     lines = []
     if result.confidence is not None:
         lines.append(f"Confidence that this answer is right: {result.confidence:.2f}"
-                     + (" (calibrated on questions with known answers)." if result.calibrated else " (uncalibrated)."))
+                     + (" (calibrated on questions with known answers)." if result.calibrated
+                        else " (uncalibrated)."))
     probability = result.operator_probabilities.get(result.operator)
     if probability is None:
         return lines

@@ -58,14 +58,15 @@ def test_statements_become_interactions_with_labels_and_every_line_is_accounted_
     reader = TabFactFile(str(release / "val_examples.json"), str(release))
     reader.check_header()
     items = list(reader.interactions())
-    assert [type(item).__name__ for item in items] == ["Interaction", "Interaction", "ReaderError", "ReaderError",
-                                                       "ReaderError"]
+    assert [type(item).__name__ for item in items] == ["Interaction", "Interaction", "ReaderError",
+                                                       "ReaderError", "ReaderError"]
     first, second = items[0], items[1]
     assert (first.id, first.questions[0].id, first.questions[0].text) == (
         "1-1.html.csv-0", "1-1.html.csv-0_0", "paris has more people than rome")
     assert (first.questions[0].answer.class_index, second.questions[0].answer.class_index) == (1, 0)
     assert [c.text for c in first.table.columns] == ["city", "population"]
-    assert [[c.text for c in row.cells] for row in first.table.rows] == [["paris", "2,100"], ["rome", "2,800"]]
+    assert [[c.text for c in row.cells] for row in first.table.rows] == [["paris", "2,100"],
+                                                                         ["rome", "2,800"]]
     assert (first.table.table_id, first.table.document_title) == ("1-1.html.csv", "european capitals")
 
     malformed, missing, missing_too = items[2:]

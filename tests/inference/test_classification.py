@@ -10,7 +10,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tapas_tf.inference.classification import ClassPrediction, classification_metrics, softmax_probability  # noqa: E402
+from tapas_tf.inference.classification import (  # noqa: E402
+    ClassPrediction,
+    classification_metrics,
+    softmax_probability,
+)
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
 
@@ -22,8 +26,9 @@ def test_probability_of_label_one():
 
 
 def test_accuracy_precision_and_recall_by_hand():
-    predictions = [ClassPrediction("a", 1, 1, 0.9), ClassPrediction("b", 1, 0, 0.2), ClassPrediction("c", 0, 0, 0.1),
-                   ClassPrediction("d", 0, 1, 0.7), ClassPrediction("e", 0, -1, float("nan"))]
+    predictions = [ClassPrediction("a", 1, 1, 0.9), ClassPrediction("b", 1, 0, 0.2),
+                   ClassPrediction("c", 0, 0, 0.1), ClassPrediction("d", 0, 1, 0.7),
+                   ClassPrediction("e", 0, -1, float("nan"))]
     metrics = classification_metrics(predictions)
     assert metrics["accuracy"] == pytest.approx(2 / 5) and metrics["num_not_converted"] == 1
     assert metrics["per_label"]["entailed"] == {"precision": 0.5, "recall": 0.5, "support": 2}
@@ -33,8 +38,8 @@ def test_accuracy_precision_and_recall_by_hand():
 
 
 def test_a_classifier_without_cell_selection_has_the_cross_entropy_as_its_loss():
-    config = TapasConfig.from_preset("tiny", vocab_size=64, num_classification_labels=2, disable_per_token_loss=True,
-                                     select_one_column=False)
+    config = TapasConfig.from_preset("tiny", vocab_size=64, num_classification_labels=2,
+                                     disable_per_token_loss=True, select_one_column=False)
     model = TapasForQuestionAnswering(config)
     features = dummy_features(2, 8)
     features["classification_class_index"] = tf.constant([1, 0], tf.int32)

@@ -8,7 +8,8 @@ from tapas_tf.qa.ask_results import AskResult, SelectedCell
 
 def _result(question, operator, cells, value=None):
     """An AskResult with `cells` [(text, number)] in column 1, one row each."""
-    selected = tuple(SelectedCell(row, 1, "amount", text, 0.9, number) for row, (text, number) in enumerate(cells))
+    selected = tuple(SelectedCell(row, 1, "amount", text, 0.9, number)
+                     for row, (text, number) in enumerate(cells))
     numbers = tuple(n for _, n in cells if n is not None) if operator in ("SUM", "AVERAGE") else ()
     probabilities = {"NONE": 0.1, "SUM": 0.1, "AVERAGE": 0.1, "COUNT": 0.1}
     probabilities[operator] = 0.7
@@ -39,7 +40,8 @@ def test_an_operator_that_fits_has_no_note():
                         True, False) == ()
     assert answer_notes(_result("what is the average area?", "AVERAGE", [("5", 5.0), ("7", 7.0)], 6.0),
                         True, False) == ()
-    assert answer_notes(_result("how many pylons?", "COUNT", [("a", None), ("b", None)], 2.0), True, False) == ()
+    assert answer_notes(_result("how many pylons?", "COUNT", [("a", None), ("b", None)], 2.0),
+                        True, False) == ()
     # One cell holding the number asked for is a lookup of the total, not a mistake.
     assert answer_notes(_result("what is the total population?", "NONE", [("12", 12.0)]), True, False) == ()
     assert answer_notes(_result("which pylon is the tallest?", "NONE", [("a", None)]), True, False) == ()
@@ -58,14 +60,14 @@ def test_a_difference_is_not_computed_and_the_note_says_what_the_cells_hold():
     result = _result("what is the difference in height between a and b?", "NONE", [("113.6 m", 113.6),
                                                                                      ("107 m", 107.0)])
     assert answer_notes(result, True, False) == (
-        "This question asks for a difference, a ratio or a comparison, which TAPAS cannot compute: it can only "
-        "select cells and count, add or average them. The two selected cells hold 113.6 and 107: they differ "
-        "by 6.6, and one is 1.061682 times the other.",)
+        "This question asks for a difference, a ratio or a comparison, which TAPAS cannot compute: it can "
+        "only select cells and count, add or average them. The two selected cells hold 113.6 and 107: they "
+        "differ by 6.6, and one is 1.061682 times the other.",)
     summed = _result("how many more points did a score than b?", "SUM", [("40", 40.0), ("30", 30.0)], 70.0)
     assert "the SUM shown is not the answer asked for" in answer_notes(summed, True, False)[0]
     names = _result("what is the difference between a and b?", "NONE", [("x", None)])
-    assert answer_notes(names, True, False)[0].endswith("The answer shows the cells it found; compute the rest "
-                                                        "from them.")
+    assert answer_notes(names, True, False)[0].endswith("The answer shows the cells it found; compute the "
+                                                        "rest from them.")
 
 
 def test_a_count_as_a_follow_up_says_how_to_count():

@@ -210,10 +210,10 @@ def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
     is kept (the counting question: the aggregation model, which executes its operator; the
     README's lookup: the conversation model); a follow-up stays with the conversation model; every
     answer carries a calibrated confidence, and the README's superlative is answered right or
-    flagged not sure (the tiny models get it wrong, as the README says); =none turns the pair off, and the counting
-    question then gets cells and the note that the model cannot count."""
-    stdin = ("how many pylons are in austria?\n:new\nwhat is the height of torre jaume i?\nwhen was it built?\n"
-             ":new\nwhich pylon is the tallest?\n")
+    flagged not sure (the tiny models get it wrong, as the README says); =none turns the pair off, and the
+    counting question then gets cells and the note that the model cannot count."""
+    stdin = ("how many pylons are in austria?\n:new\nwhat is the height of torre jaume i?\n"
+             "when was it built?\n:new\nwhich pylon is the tallest?\n")
     result = _ask(f"--table={TABLE}", "--json", stdin=stdin)
     assert result.returncode == 0, result.stderr[-3000:]
     count, lookup, follow_up, superlative = [json.loads(line) for line in result.stdout.splitlines()]

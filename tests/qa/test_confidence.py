@@ -42,8 +42,8 @@ def test_the_fit_recovers_a_known_logistic_model():
     for _ in range(4000):
         cell = rng.normal(0, 2)
         p = 1 / (1 + math.exp(-(-1.0 + 1.5 * cell)))
-        features.append({"bias": 1.0, "cell_logit": cell, "left_out_logit": rng.normal(), "operator_logit": 0.0,
-                         "follow_up": 0.0, "aggregated": 0.0})
+        features.append({"bias": 1.0, "cell_logit": cell, "left_out_logit": rng.normal(),
+                         "operator_logit": 0.0, "follow_up": 0.0, "aggregated": 0.0})
         correct.append(rng.random() < p)
     fitted = confidence.fit(features, correct, l2=0.0)
     assert fitted.weights["bias"] == pytest.approx(-1.0, abs=0.15)

@@ -34,7 +34,8 @@ def pair(models):
 
 
 def _no_head_note(result) -> bool:
-    return any("can only select cells" in note or "only for a first question" in note for note in result.notes)
+    return any("can only select cells" in note or "only for a first question" in note
+               for note in result.notes)
 
 
 def test_aggregation_questions_go_to_the_model_with_the_head(pair):
@@ -120,13 +121,15 @@ def test_a_calibrated_pair_asks_both_and_keeps_the_surer_answer(tmp_path):
     higher confidence is kept, whatever its words; a follow-up stays with the conversation model; a
     counting question that the cells-only model wins says that the counting model was less sure."""
     cells = write_random_model_dir(tmp_path / "cells")
-    counts = write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4, use_answer_as_supervision=True,
-                                    cell_selection_preference=0.2, answer_loss_cutoff=0.6, huber_loss_delta=0.12)
+    counts = write_random_model_dir(tmp_path / "counts", num_aggregation_labels=4,
+                                    use_answer_as_supervision=True, cell_selection_preference=0.2,
+                                    answer_loss_cutoff=0.6, huber_loss_delta=0.12)
     _calibrate(cells, -2.0)
     _calibrate(counts, 2.0)
     pair = TableQA.from_model_dir(cells, aggregation_model_dir=counts)
     assert pair.routes_by_confidence
-    assert [r.model for r in pair.answer_many(TABLE, ["which city?", "how many cities?"])] == ["counts", "counts"]
+    assert ([r.model for r in pair.answer_many(TABLE, ["which city?", "how many cities?"])]
+            == ["counts", "counts"])
     chat = pair.conversation(TABLE)
     first = chat.ask("which city is the largest?")
     assert first.model == "counts" and first.confidence == pytest.approx(0.8808, abs=1e-4)
@@ -137,8 +140,8 @@ def test_a_calibrated_pair_asks_both_and_keeps_the_surer_answer(tmp_path):
     pair = TableQA.from_model_dir(cells, aggregation_model_dir=counts)
     counted = pair.answer(TABLE, "how many cities are there?")
     assert counted.model == "cells" and counted.operator == "NONE"
-    assert counted.notes[0].startswith("This answer shows cells: the model that counts, adds and averages was "
-                                       "less sure of its own (")
+    assert counted.notes[0].startswith("This answer shows cells: the model that counts, adds and averages "
+                                       "was less sure of its own (")
     assert not any(note.startswith("This model can only select cells") for note in counted.notes)
 
     os.remove(os.path.join(counts, confidence.CALIBRATION_FILE))  # One uncalibrated model: routing by words.

@@ -116,7 +116,8 @@ class TabFactFile:
         except FileNotFoundError:
             raise ReaderError("missing_file", f"{self.path}: file not found", path=self.path) from None
         except (OSError, UnicodeDecodeError) as e:
-            raise ReaderError("unreadable_file", f"{self.path}: cannot read it ({e})", path=self.path) from None
+            raise ReaderError("unreadable_file", f"{self.path}: cannot read it ({e})",
+                              path=self.path) from None
         if not start.startswith("{"):
             raise ReaderError("bad_header", f"{self.path}: not a TabFact split file (a JSON object of "
                               "table id -> [statements, labels, caption])", path=self.path, first_line=1)
@@ -230,7 +231,8 @@ def _entries(text: str) -> Iterator[_Entry]:
         elif text.startswith("}", position):
             return
         else:
-            yield _Entry(None, None, position, len(text), ("malformed_json", "expected ',' or '}' after an entry"))
+            yield _Entry(None, None, position, len(text),
+                         ("malformed_json", "expected ',' or '}' after an entry"))
             return
 
 
