@@ -53,7 +53,8 @@ class AskResult:
         `answer_notes`), one sentence each.
       confidence: the probability that the answer is right (`confidence`): calibrated on questions
         with known answers when `calibrated`, else the model's raw score. None until set.
-      sure: False when `confidence` is below the model's threshold (the answer is flagged).
+      sure: False when a calibrated `confidence` is below the model's threshold (the answer is
+        flagged), True above it; None for an uncalibrated model (its raw score flags nothing).
       calibrated: whether `confidence` comes from a fitted calibration.
       follow_up: the question was read as a follow-up (it saw an earlier answer's cells).
     """

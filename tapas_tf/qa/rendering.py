@@ -55,7 +55,7 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
     if result.confidence is not None:
         answer.append(f"   confidence: {result.confidence:.2f}"
                       + ("" if result.calibrated else " (uncalibrated)")
-                      + ("" if result.sure else " - not sure"))
+                      + (" - not sure" if result.sure is False else ""))
     answer += [f"   note: {note}" for note in result.notes + result.diagnostics]
     return "\n".join(answer + [""] + formatted)
 

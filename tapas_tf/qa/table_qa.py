@@ -347,16 +347,14 @@ class TableQA:
                   for i in total_rows([[c.text for c in row.cells] for row in pruned.table.rows])}
         notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
         if self.calibration is None:
-            confidence, threshold = raw_confidence(result), 0.5
+            # A raw score is not a probability of being right: shown, never used to flag an answer.
+            confidence, sure = raw_confidence(result), None
         else:
             confidence = self.calibration.confidence(confidence_features(result, follow_up))
-            threshold = self.calibration.threshold
-        sure = confidence >= threshold
-        if not sure:
-            notes += (f"Not sure: this answer's confidence is {confidence:.2f}"
-                      + (f" (about {round(100 * confidence)} in 100 answers this confident are right)"
-                         if self.calibration is not None else " (uncalibrated)")
-                      + "; check it against the table.",)
+            sure = confidence >= self.calibration.threshold
+        if sure is False:
+            notes += (f"Not sure: this answer's confidence is {confidence:.2f} (about {round(100 * confidence)} "
+                      "in 100 answers this confident are right); check it against the table.",)
         return dataclasses.replace(result, model=self.display_name, notes=notes, confidence=confidence,
                                    sure=sure, calibrated=self.calibration is not None, follow_up=follow_up)
 

@@ -428,6 +428,7 @@ def test_task_options_come_from_the_presets():
         "temperature": 0.107515, "answer_loss_cutoff": 0.185567, "huber_loss_delta": 1265.74,
         "cell_selection_preference": 0.611754, "select_one_column": False,
         "init_cell_selection_weights_to_zero": False, "num_aggregation_labels": 4, "use_answer_as_supervision": True,
+        "num_classification_labels": 0, "disable_per_token_loss": False,
     }
     with pytest.raises(ValueError, match="Unknown --task 'TABFACT'"):
         ic.task_options("TABFACT")

@@ -86,6 +86,7 @@ def test_table_qa_uses_the_directorys_calibration_and_flags_what_is_not_sure(tmp
     frame = pd.DataFrame({"city": ["paris", "rome"], "population": ["2,100", "2,800"]})
     raw = TableQA.from_model_dir(model_dir).answer(frame, "which city?")
     assert not raw.calibrated and raw.confidence == pytest.approx(confidence.raw_confidence(raw))
+    assert raw.sure is None and not any(note.startswith("Not sure") for note in raw.notes)
     weights = {name: 0.0 for name in confidence.FEATURES}
     confidence.Calibration(dict(weights, bias=-2.0), 0.5, "test").save(model_dir)  # Always 0.119.
     result = TableQA.from_model_dir(model_dir).answer(frame, "which city?")
