@@ -3,27 +3,22 @@ with a note, a bad entry and a missing table counted), a tiny classifier trained
 accuracy with per-label precision and recall."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
 
 from tapas_tf.pipelines.reports import REPORT_FILE
 from tests.data.test_tabfact_reader import SPLIT
+from tests.test_run_task_cli import run_task
 from tests.vocab_fixture import vocab_tokens, write_test_vocab
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = {"t1.csv": [["paris has more people than rome", "rome has more people than paris"],
                     [1, 0], "capitals"],
          "t2.csv": [["the tallest pylon is a", "the tallest pylon is c"], [1, 0], "pylons"]}
 
 
 def _run(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    return subprocess.run([sys.executable, os.path.join(ROOT, "run_task.py"), "--task=TABFACT", *args],
-                          cwd=str(cwd), env=env, capture_output=True, text=True, timeout=600)
+    return run_task("--task=TABFACT", *args, cwd=cwd)
 
 
 def _release(root):

@@ -29,7 +29,11 @@ from tapas_tf.features.classifier_examples import ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
 from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
 from tapas_tf.inference.sequential import (  # noqa: E402
-    PREDICTIONS_DIR, BatchPredictor, compiled_model_fn, write_metric_summaries)
+    PREDICTIONS_DIR,
+    BatchPredictor,
+    compiled_model_fn,
+    write_metric_summaries,
+)
 
 # TabFact's labels by class index.
 LABEL_NAMES = ("refuted", "entailed")
@@ -125,14 +129,13 @@ def predict_classification(model_dir: str, interactions_file: str, split: str,
         question = interaction.questions[index]
         label = question.answer.class_index if question.answer.HasField("class_index") else -1
         try:
-            pending.append((position, label, converter.convert(interaction, index).features))
+            pending.append((position, question.id, label, converter.convert(interaction, index).features))
         except ConversionError as error:
             failures[question.id] = error.reason.value
             predictions[position] = ClassPrediction(question.id, label, -1, float("nan"))
         if len(pending) == batch_size or (pending and position == len(questions) - 1):
-            for (where, gold, _), output in zip(pending, predictor([f for _, _, f in pending])):
+            for (where, question_id, gold, _), output in zip(pending, predictor([f for *_, f in pending])):
                 probability = softmax_probability(output["classification_logits"])
-                question_id = questions[where][0].questions[questions[where][1]].id
                 predictions[where] = ClassPrediction(question_id, gold, int(probability >= 0.5), probability)
             pending = []
     outcome = ClassificationOutcome(predictions, failures,

@@ -1,8 +1,8 @@
 """Plain-word notes on an answer whose computation does not fit its question.
 
     answer_notes(result, has_aggregation_head=True, follow_up=False)
-    # ('This question asks for a total, but the model counted the 11 selected cells (COUNT) instead
-    #   of adding them; their values add up to 13.',)
+    # ('This question asks for a total: the model counted the 11 selected cells (COUNT = 11); if the
+    #   total of their values is meant, their values add up to 23.',)
 
 TAPAS selects cells and may COUNT, SUM or AVERAGE them. A small model often picks the wrong
 operator, and no operator computes a difference or a ratio. These notes say so, in the answer

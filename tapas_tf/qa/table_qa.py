@@ -45,7 +45,7 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,7 @@ from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa import lite_model
+from tapas_tf.qa.answer_notes import CANNOT_AGGREGATE, answer_notes, total_rows
 from tapas_tf.qa.ask_encoding import (
     MODEL_INPUT_FEATURES,
     EncodedQuestion,
@@ -64,8 +65,8 @@ from tapas_tf.qa.ask_encoding import (
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
-from tapas_tf.qa.answer_notes import CANNOT_AGGREGATE, answer_notes, total_rows
 from tapas_tf.qa.confidence import CALIBRATION_FILE, Calibration, confidence_features, raw_confidence
+from tapas_tf.qa.pruning import PrunedTable
 from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
@@ -342,9 +343,7 @@ class TableQA:
     def _finish(self, result: AskResult, encoded: EncodedQuestion) -> AskResult:
         """`result` with the model's name, its confidence, and notes where it may not be what was asked."""
         follow_up = encoded.follow_up
-        pruned = encoded.pruned
-        totals = {pruned.rows[i]
-                  for i in total_rows([[c.text for c in row.cells] for row in pruned.table.rows])}
+        totals = _total_rows_among(result, encoded.pruned)
         notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
         if self.calibration is None:
             # A raw score is not a probability of being right: shown, never used to flag an answer.
@@ -353,14 +352,24 @@ class TableQA:
             confidence = self.calibration.confidence(confidence_features(result, follow_up))
             sure = confidence >= self.calibration.threshold
         if sure is False:
-            notes += (f"Not sure: this answer's confidence is {confidence:.2f} (about {round(100 * confidence)} "
-                      "in 100 answers this confident are right); check it against the table.",)
+            notes += (f"Not sure: this answer's confidence is {confidence:.2f} "
+                      f"(about {round(100 * confidence)} in 100 answers this confident are right); "
+                      "check it against the table.",)
         return dataclasses.replace(result, model=self.display_name, notes=notes, confidence=confidence,
                                    sure=sure, calibrated=self.calibration is not None, follow_up=follow_up)
 
     def _call(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Mapping[str, np.ndarray]:
         """Model outputs for rows of one bucket length (see `runner`)."""
         return self.runner(length, rows)
+
+
+def _total_rows_among(result: AskResult, pruned: PrunedTable) -> Set[int]:
+    """The rows of `result`'s cells (user's indices) that are the table's own total row: only those
+    rows are read, not the whole table, on every answer."""
+    kept = {row: index for index, row in enumerate(pruned.rows)}
+    rows = sorted({cell.row for cell in result.cells if cell.row in kept})
+    found = total_rows([[cell.text for cell in pruned.table.rows[kept[row]].cells] for row in rows])
+    return {rows[i] for i in found}
 
 
 def _chosen(result: AskResult, other: Optional[AskResult]) -> AskResult:

@@ -24,6 +24,7 @@ one line error for the rest of the file.
 import bisect
 import json
 import os
+import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from tapas_tf.data.protos import interaction_pb2
@@ -240,7 +241,7 @@ class _LineIndex:
     """1-based line numbers of character offsets."""
 
     def __init__(self, text: str):
-        self._starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n" and i + 1 < len(text)]
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
         self.count = len(self._starts) if text else 0
 
     def line_of(self, offset: int) -> int:
