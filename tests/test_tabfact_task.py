@@ -73,3 +73,55 @@ def test_statements_become_labelled_examples_a_classifier_trains_on_and_is_score
     assert all(p == int(prob >= 0.5) for _, p, prob in predicted)
     assert metrics["accuracy"] == np.mean([label == p for label, p, _ in predicted])
     assert set(metrics["per_label"]) == {"refuted", "entailed"}
+
+
+def _make_statements(*args, cwd):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "tapas_tf.commands.make_statements", *args], cwd=str(cwd),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_make_statements_writes_a_release_that_create_data_reads(tmp_path):
+    release, statements, out = tmp_path / "tabfact", tmp_path / "statements", tmp_path / "out"
+    (release / "all_csv").mkdir(parents=True)
+    (release / "all_csv" / "t1.csv").write_text("name#team#points\nalice#red#30\nbob#blue#25\ncarol#red#40\n")
+    (release / "all_csv" / "t2.csv").write_text("pylon#height\na#310\nb#295\nc#270\n")
+    (release / "train_examples.json").write_text(json.dumps({
+        "t1.csv": [["alice scored 30 points", "alice scored 25 points"], [1, 0], "scores"],
+        "t2.csv": [["the tallest pylon is a", "the tallest pylon is c"], [1, 0], "pylons"],
+        "t3.csv": [["a statement on a missing table"], [1], "gone"]}))
+    result = _make_statements(f"--input_dir={release}", f"--output_dir={statements}", "--pairs_per_table=3",
+                              "--holdout_tables=1", "--seed=2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((statements / "statements_report.json").read_text())
+    made = json.loads((statements / "train_examples.json").read_text())
+    held_out = json.loads((statements / "test_examples.json").read_text())
+    assert report["tables_held_out"] == 1 and len(held_out) == 1 and not set(held_out) & set(made)
+    assert report["tables_read"] == 2
+    assert report["tables_skipped"] == ({} if "t3.csv" in held_out else {"missing_table": 1})
+    labels = [label for entry in made.values() for label in entry[1]]
+    assert labels.count(1) == labels.count(0) > 0  # Pairs: as many true as false.
+    counted = sum(sum(by_label.values()) for by_label in report["statements"].values())
+    assert counted == report["total"] == len(labels)
+    if "t1.csv" in made:  # Its entailed statement's twin names bob or carol, beside the original.
+        texts = made["t1.csv"][0]
+        assert "alice scored 30 points" in texts
+        assert {"bob scored 30 points", "carol scored 30 points"} & set(texts)
+    assert (statements / "all_csv").resolve() == (release / "all_csv").resolve()
+
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
+    result = _run("--mode=create_data", f"--input_dir={statements}", f"--output_dir={out}",
+                  f"--vocab_file={vocab}", "--direct_num_workers=1", "--noprogress_bar", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    splits = json.loads((out / REPORT_FILE).read_text())["splits"]
+    assert splits["train"]["examples_written"] == len(labels)
+    assert splits["test"]["questions_read"] == sum(len(entry[0]) for entry in held_out.values())
+
+
+def test_make_statements_errors_name_the_file(tmp_path):
+    result = _make_statements(f"--input_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", cwd=tmp_path)
+    assert result.returncode != 0 and "train_examples.json: file not found" in result.stderr
+    (tmp_path / "train_examples.json").write_text(json.dumps({"t.csv": ["only one part"]}))
+    result = _make_statements(f"--input_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", cwd=tmp_path)
+    assert result.returncode != 0 and "entry 't.csv' is not [statements, labels, caption]" in result.stderr

@@ -53,6 +53,9 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
                          "tapas_tf.import_checkpoint", "argparse"),
     "init-from-bert": Subcommand("A model directory whose encoder starts from a text BERT (default MiniLM).",
                                  "tapas_tf.init_from_bert", "argparse"),
+    "make-statements": Subcommand("TabFact: true and false statements from a split's tables (intermediate "
+                                  "pre-training).", "tapas_tf.commands.make_statements", "absl",
+                                  module_prog="python -m tapas_tf.commands.make_statements"),
     "create-pretrain-data": Subcommand("Wikipedia pages -> masked-LM pre-training examples (a Beam job).",
                                        "tapas_tf.beam_jobs.create_pretrain_data", "argparse"),
 }
