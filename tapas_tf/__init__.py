@@ -49,6 +49,8 @@ _EXPORTS = {
     "Task": "tapas_tf.tasks:Task",
     "predict_model_dir": "tapas_tf.inference.sequential:predict_model_dir",
     "TableQA": "tapas_tf.qa.table_qa:TableQA",
+    "TableFactChecker": "tapas_tf.qa.fact_checker:TableFactChecker",
+    "VerifyResult": "tapas_tf.qa.fact_checker:VerifyResult",
     "export_model_dir": "tapas_tf.serving.export:export_model_dir",
     "ServingClient": "tapas_tf.serving.serving_client:ServingClient",
 }

@@ -3,10 +3,12 @@
     from tapas_tf.checkpoints.bundled import bundled_model_dir, bundled_aggregation_model_dir
     TableQA.from_model_dir()      # the bundled models, as below
 
-Two roles, one directory each under `bundled/`:
+Three models, one directory each under `bundled/`:
 
 - the conversation model (`BUNDLED_DIR`, `bundled_model_dir()`): trained on SQA, it selects cells
   and reads the previous answer of a conversation (which rows, which cells, "which of them ...");
+- the TabFact model (`TABFACT_DIR`, `bundled_tabfact_model_dir()`): a classifier of statements
+  about a table (entailed or refuted), for `TableFactChecker` and `tapas-tf verify`;
 - the aggregation model (`AGGREGATION_DIR`, `bundled_aggregation_model_dir()`): trained on
   WikiTableQuestions from answers alone, with an aggregation head (COUNT, SUM, AVERAGE). `TableQA`
   asks both models the first question of a conversation and keeps the answer with the higher
@@ -24,6 +26,7 @@ from typing import Optional
 BUNDLED_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
 BUNDLED_DIR = os.path.join(BUNDLED_ROOT, "sqa_tiny")
 AGGREGATION_DIR = os.path.join(BUNDLED_ROOT, "wtq_tiny")
+TABFACT_DIR = os.path.join(BUNDLED_ROOT, "tabfact_tiny")
 # Every bundled model's weights together (the repository carries them): npz and LiteRT copies.
 MAX_BUNDLED_BYTES = 60 * 1000 * 1000
 
@@ -43,6 +46,18 @@ def bundled_aggregation_model_dir() -> Optional[str]:
     from tapas_tf.checkpoints import model_dir
 
     return AGGREGATION_DIR if model_dir.has_compact_weights(AGGREGATION_DIR) else None
+
+
+def bundled_tabfact_model_dir() -> str:
+    """The directory of the bundled TabFact model (`TableFactChecker`); FileNotFoundError if this
+    installation lacks it."""
+    from tapas_tf.checkpoints import model_dir
+
+    if not model_dir.has_compact_weights(TABFACT_DIR):
+        raise FileNotFoundError(f"no bundled TabFact model in {TABFACT_DIR}; pass a TabFact model directory "
+                                "(trained with `run_task.py --task=TABFACT`) or load a released one by name "
+                                "(TableFactChecker.from_pretrained)")
+    return TABFACT_DIR
 
 
 def bundled_weights_bytes(root: str = BUNDLED_ROOT) -> int:

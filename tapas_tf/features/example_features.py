@@ -22,6 +22,10 @@ TOKEN_TYPE_FEATURES = (
 )
 # What the model reads to predict (labels are left out, so that it computes no loss).
 MODEL_INPUT_FEATURES = ("input_ids", "input_mask") + TOKEN_TYPE_FEATURES
+# What answering, prediction and the exports read from the model (the heads' outputs only when the
+# model has them): probabilities <float32>[batch, seq_len], aggregation_logits <float32>[batch,
+# num_agg], classification_logits <float32>[batch, num_classes].
+MODEL_OUTPUTS = ("probabilities", "aggregation_logits", "classification_logits")
 INT_TOKEN_FEATURES = MODEL_INPUT_FEATURES + ("label_ids",)
 FLOAT_TOKEN_FEATURES = ("numeric_values", "numeric_values_scale")
 INT_SCALAR_FEATURES = ("aggregation_function_id", "classification_class_index", "table_id_hash")

@@ -35,13 +35,11 @@ from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.features.classifier_examples import ConvertedExample, ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
-from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, MODEL_OUTPUTS  # noqa: E402
 from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
 from tapas_tf.inference.decoding import NONE, Coordinate, DecodingRule, Prediction  # noqa: E402
 from tapas_tf.inference.prediction_files import write_official_tsv, write_predictions_tsv  # noqa: E402
 
-# Model outputs that prediction reads (aggregation_logits and classification_logits only with those heads).
-MODEL_OUTPUTS = ("probabilities", "aggregation_logits", "classification_logits")
 # The SQA metrics written to TensorBoard.
 SCALAR_METRICS = ("ALL", "SEQ", "Q1", "Q2", "Q3", "Q4+", "denotation_accuracy", "accuracy")
 PREDICTIONS_DIR = "predictions"

@@ -46,14 +46,13 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
-from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, MODEL_OUTPUTS
 from tapas_tf.qa import lite_weights
 
 LITE_MODEL_FILE = "model.tflite"
 LITE_STRIPPED_FILE = "model.tflite.stripped"
 LITE_INFO_FILE = "model.tflite.json"
 FORMAT_VERSION = 1
-OUTPUTS = ("probabilities", "aggregation_logits")
 _CHECKPOINT_INDEX = "checkpoint"  # tf.train.CheckpointManager's text file naming the newest.
 # A compact directory's weights (`checkpoints.compact`): float16 or int8, weights_<kind>.npz.
 _COMPACT_WEIGHTS = re.compile(r"weights_\w+\.npz")
@@ -81,7 +80,7 @@ class LiteModel:
     Attributes:
       path: the .tflite file.
       config: the model's TapasConfig as a dict (`TapasConfig.to_dict`).
-      outputs: the signature's outputs, a subset of OUTPUTS.
+      outputs: the signature's outputs, a subset of MODEL_OUTPUTS.
       fingerprint: `weights_fingerprint` of the weights it was converted from.
       signatures: (key, rows, columns) of each signature, smallest heads first; () for a copy with
         one unnamed signature.
@@ -223,7 +222,7 @@ def read_lite_model(model_dir: str) -> LiteModel:
         with open(info_path, encoding="utf-8") as f:
             info = json.load(f)
         outputs = tuple(info["outputs"])
-        if info["format"] != FORMAT_VERSION or "probabilities" not in outputs or not set(outputs) <= set(OUTPUTS):
+        if info["format"] != FORMAT_VERSION or "probabilities" not in outputs or not set(outputs) <= set(MODEL_OUTPUTS):
             raise ValueError(f"format {info['format']!r} with outputs {list(outputs)}")
         signatures = tuple(sorted(((str(key), int(rows), int(columns))
                                    for key, (rows, columns) in info.get("signatures", {}).items()),
@@ -347,12 +346,17 @@ class LiteRunner:
     def has_aggregation_head(self) -> bool:
         return "aggregation_logits" in self.lite.outputs
 
+    @property
+    def has_classification_head(self) -> bool:
+        return "classification_logits" in self.lite.outputs
+
     def __call__(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
         """Model outputs for `rows` of MODEL_INPUT_FEATURES, each <int32>[length].
 
         Returns:
-          "probabilities" <float32>[len(rows), length] and, with an aggregation head,
-          "aggregation_logits" <float32>[len(rows), num_agg].
+          the copy's MODEL_OUTPUTS: "probabilities" <float32>[len(rows), length] and, with those
+          heads, "aggregation_logits" <float32>[len(rows), num_agg] and "classification_logits"
+          <float32>[len(rows), num_classes].
         """
         parts = min(self.concurrent_calls, len(rows))
         if parts <= 1:

@@ -35,7 +35,7 @@ _AGGREGATION = _words(*(re.escape(cue).replace(r"\ ", r"\s+") for cue in AGGREGA
 _CUES = {
     # A difference, a ratio or a margin: a computation TAPAS has no operator for.
     "comparison": _words(r"difference", r"differ(s|ed)?", r"ratio", r"margin", r"times\s+(as|more|less)",
-                         rf"how\s+(many|much)\s+({_ADJECTIVES})", rf"by\s+how\s+(many|much)",
+                         rf"how\s+(many|much)\s+({_ADJECTIVES})", r"by\s+how\s+(many|much)",
                          rf"how\s+(many|much)\s+\w+\s+({_ADJECTIVES})\s+(was|is|were|are|did|does|do)",
                          # "... older than 30" is a count with a condition, "... older than bob" a difference.
                          rf"how\s+(many|much)\s+\w+(\s+\w+)?\s+({_ADJECTIVES})\s+than\s+(?!\d)"),

@@ -42,7 +42,6 @@ This module imports no TensorFlow; the TensorFlow backend loads it when chosen.
 """
 
 import dataclasses
-import logging
 import os
 import threading
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -55,7 +54,6 @@ from tapas_tf.checkpoints.bundled import BUNDLED_ROOT, bundled_aggregation_model
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
-from tapas_tf.qa import lite_model
 from tapas_tf.qa.answer_notes import CANNOT_AGGREGATE, answer_notes, total_rows
 from tapas_tf.qa.ask_encoding import (
     MODEL_INPUT_FEATURES,
@@ -68,6 +66,7 @@ from tapas_tf.qa.backends import BACKENDS, PRECISIONS
 from tapas_tf.qa.confidence import CALIBRATION_FILE, Calibration, confidence_features, raw_confidence
 from tapas_tf.qa.pruning import PrunedTable
 from tapas_tf.qa.question_hints import aggregation_cue
+from tapas_tf.qa.runners import load_runner
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
@@ -197,7 +196,7 @@ class TableQA:
                 aggregation_model_dir, dict(vocab_file=vocab_file, prune=prune, max_seq_length=max_seq_length,
                                             backend=backend, jit_compile=jit_compile, precision=precision,
                                             rule=rule, aggregation_model_dir="", **decoding))
-        runner, config = _load_runner(model_dir, checkpoint, backend, jit_compile, precision)
+        runner, config = load_runner(model_dir, checkpoint, backend, jit_compile, precision)
         rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
         local_vocab = os.path.join(model_dir, "vocab.txt")
         vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
@@ -383,29 +382,6 @@ def _chosen(result: AskResult, other: Optional[AskResult]) -> AskResult:
     note = (f"This answer shows cells: the model that counts, adds and averages was less sure of its own "
             f"({other.summary}, confidence {other.confidence:.2f}) than this one ({result.confidence:.2f}).")
     return dataclasses.replace(result, notes=(note,) + notes)
-
-
-def _load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_compile: bool, precision: str):
-    """(the runner `backend` picks for `model_dir`, the model's config)."""
-    model_dir_lib.require_config(model_dir)  # Before TensorFlow loads, if it will.
-    tensorflow_only = [option for option, asked in (("jit_compile", jit_compile),
-                                                    (f"precision={precision}", precision != "float32")) if asked]
-    if backend == "lite" and tensorflow_only:
-        raise ValueError(f"{' and '.join(tensorflow_only)} need the TensorFlow backend, not LiteRT")
-    if backend != "tensorflow" and not tensorflow_only:
-        try:
-            lite = lite_model.read_current_lite_model(model_dir, checkpoint)
-            return lite_model.LiteRunner(lite), lite.model_config
-        except lite_model.LiteModelError as e:
-            if backend == "lite":
-                raise
-            if e.present:
-                logging.warning("%s; answering with TensorFlow", e)
-    from tapas_tf.qa.tf_runner import TensorFlowRunner  # pylint: disable=import-outside-toplevel
-
-    config = model_dir_lib.load_config(model_dir)
-    return TensorFlowRunner.from_model_dir(model_dir, checkpoint, config, jit_compile=jit_compile,
-                                           precision=precision), config
 
 
 def _bundled_name(model_dir: str) -> str:

@@ -20,12 +20,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
-from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, MODEL_OUTPUTS  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering  # noqa: E402
 from tapas_tf.qa.backends import PRECISIONS  # noqa: E402
 
-# What answering needs from the model.
-OUTPUTS = ("probabilities", "aggregation_logits")
 # The heads' segment counts at inference: every row and column the embeddings can address. No
 # weight depends on them, and a table within the trained limits gets the same outputs.
 MAX_SEGMENTS = 256
@@ -74,16 +72,21 @@ class TensorFlowRunner:
     def has_aggregation_head(self) -> bool:
         return self.model.aggregation_head is not None
 
+    @property
+    def has_classification_head(self) -> bool:
+        return self.model.classification_head is not None
+
     def __call__(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
-        """"probabilities" <float32>[len(rows), length] and, with an aggregation head,
-        "aggregation_logits" <float32>[len(rows), num_agg] for rows of <int32>[length] features."""
+        """MODEL_OUTPUTS the model has ("probabilities" <float32>[len(rows), length], and with those
+        heads "aggregation_logits" <float32>[len(rows), num_agg] and "classification_logits"
+        <float32>[len(rows), num_classes]) for rows of <int32>[length] features."""
         if length not in self._functions:
             spec = {name: tf.TensorSpec([None, length], tf.int32, name=name) for name in MODEL_INPUT_FEATURES}
 
             @tf.function(input_signature=[spec], jit_compile=self.jit_compile)
             def run(features):
                 outputs = self.model(features, training=False)
-                return {key: outputs[key] for key in OUTPUTS if key in outputs}
+                return {key: outputs[key] for key in MODEL_OUTPUTS if key in outputs}
 
             self._functions[length] = run
         # The rewrite option is part of how TensorFlow instantiates a function: it must be on at

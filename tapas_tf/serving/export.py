@@ -28,6 +28,10 @@ Outputs of both (`seq` is the length the model ran at, `max_num_rows`/`max_num_c
                                column id (0: no column); only with select_one_column
     aggregation_probabilities  <float32>[batch, num_agg] NONE, SUM, AVERAGE, COUNT; with an aggregation head
     aggregation                <int32>[batch] argmax of aggregation_probabilities; with an aggregation head
+    classification_probabilities <float32>[batch, num_classes] softmax of the classification logits;
+                               with a classification head (TabFact: 0 refuted, 1 entailed)
+    entailed_probability       <float32>[batch] P(entailed) = classification_probabilities[:, 1]; with a
+                               two-class head
 
 Bad input (features of unequal lengths, a sequence longer than the position table) fails the
 request with an InvalidArgument error that says what is wrong.
@@ -121,6 +125,10 @@ def serving_outputs(model, features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Te
     if "aggregation_logits" in outputs:
         result["aggregation_probabilities"] = tf.nn.softmax(outputs["aggregation_logits"], axis=-1)
         result["aggregation"] = tf.argmax(outputs["aggregation_logits"], axis=-1, output_type=tf.int32)
+    if "classification_logits" in outputs:
+        result["classification_probabilities"] = tf.nn.softmax(outputs["classification_logits"], axis=-1)
+        if config.num_classification_labels == 2:
+            result["entailed_probability"] = result["classification_probabilities"][:, 1]
     return result
 
 

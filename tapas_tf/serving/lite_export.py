@@ -35,9 +35,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
-from tapas_tf.features.example_features import MODEL_INPUT_FEATURES  # noqa: E402
+from tapas_tf.features.example_features import MODEL_INPUT_FEATURES, MODEL_OUTPUTS  # noqa: E402
 from tapas_tf.qa import lite_model, lite_weights  # noqa: E402
-from tapas_tf.qa.tf_runner import OUTPUTS, inference_segments, load_inference_model  # noqa: E402
+from tapas_tf.qa.tf_runner import inference_segments, load_inference_model  # noqa: E402
 
 # Largest difference of any output between the copy and TensorFlow on the check's sample.
 TOLERANCE = 1e-4
@@ -65,7 +65,7 @@ def export_lite_model(model_dir: str, checkpoint: Optional[str] = None, share_we
     models = {signature_key(size): load_inference_model(model_dir, checkpoint, config, size) for size in sizes}
     functions = {key: _forward_function(model, key) for key, model in models.items()}
     flatbuffer = _convert(functions, models)
-    outputs = tuple(key for key in OUTPUTS if key in next(iter(functions.values())).structured_outputs)
+    outputs = tuple(key for key in MODEL_OUTPUTS if key in next(iter(functions.values())).structured_outputs)
     _check(flatbuffer, functions, config, outputs)
     newest = checkpoint or lite_model.newest_checkpoint(model_dir)
     shared = _shared_weights(model_dir, flatbuffer) if share_weights and not newest else None
@@ -116,7 +116,7 @@ def _forward_function(model, key: str) -> tf.types.experimental.ConcreteFunction
 
     def forward(features):
         outputs = model(features, training=False)
-        return {key: outputs[key] for key in OUTPUTS if key in outputs}
+        return {key: outputs[key] for key in MODEL_OUTPUTS if key in outputs}
 
     forward.__name__ = key  # The converter names each signature after its function.
     return tf.function(forward, input_signature=[spec]).get_concrete_function()
