@@ -294,7 +294,13 @@ def print_help(text: str) -> None:
         print(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes again at exit.
+        quiet_closed_stdout()
+
+
+def quiet_closed_stdout() -> None:
+    """After stdout's reader went away (`| head`): stdout to /dev/null, so that Python's flush at exit
+    raises nothing and prints no traceback."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool = False) -> List[str]:

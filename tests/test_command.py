@@ -99,6 +99,7 @@ FLAGS = {
     "init-from-bert": ("--bert_dir", "--bert_dri=x"),
     "create-pretrain-data": ("--input_pages", "--input_pagse=x"),
     "make-statements": ("--pairs_per_table", "--pairs_per_tabel=3"),
+    "verify": ("--table", "--tabel=x"),
 }
 
 

@@ -74,6 +74,36 @@ def test_statements_become_labelled_examples_a_classifier_trains_on_and_is_score
     assert metrics["accuracy"] == np.mean([label == p for label, p, _ in predicted])
     assert set(metrics["per_label"]) == {"refuted", "entailed"}
 
+    # The verify command line on the trained model: P(entailed) as the Python API gives it.
+    from tapas_tf.qa.fact_checker import TableFactChecker
+
+    (tmp_path / "capitals.csv").write_text('city,population\nparis,"2,100"\nrome,"2,800"\n')
+    statements = ["paris has more people than rome", "rome has more people than paris"]
+    flags = [f"--table={tmp_path / 'capitals.csv'}", f"--model_dir={model}", f"--vocab_file={vocab}"]
+    result = _verify(*flags, "--json", input="\n".join(statements) + "\n", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    checker = TableFactChecker.from_model_dir(str(model), vocab_file=vocab, backend="tensorflow")
+    assert [line["statement"] for line in lines] == statements
+    for line, statement in zip(lines, statements):
+        expected = checker.verify(str(tmp_path / "capitals.csv"), statement)
+        assert abs(line["probability"] - expected.probability) < 1e-5
+        assert line["entailed"] == expected.entailed and line["verdict"] in ("entailed", "refuted")
+    result = _verify(*flags, statements[0], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(f"S: {statements[0]}\nV: {lines[0]['verdict']} (P(entailed) = ")
+    assert "0 | paris | 2,100" in result.stdout and "1 | rome  | 2,800" in result.stdout
+    result = _verify(*flags[1:], statements[0], cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "verify: error: --table is required (verify --help lists the flags)")
+
+
+def _verify(*args, cwd, input=None):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "tapas_tf.commands.verify", *args], cwd=str(cwd), input=input,
+                          capture_output=True, text=True, timeout=300)
+
 
 def _make_statements(*args, cwd):
     import subprocess

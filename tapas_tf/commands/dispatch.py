@@ -53,6 +53,9 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
                          "tapas_tf.import_checkpoint", "argparse"),
     "init-from-bert": Subcommand("A model directory whose encoder starts from a text BERT (default MiniLM).",
                                  "tapas_tf.init_from_bert", "argparse"),
+    "verify": Subcommand("Is a statement about a table (a CSV file) true? TabFact: entailed or refuted, "
+                         "with P(entailed).", "tapas_tf.commands.verify", "absl",
+                         module_prog="python -m tapas_tf.commands.verify"),
     "make-statements": Subcommand("TabFact: true and false statements from a split's tables (intermediate "
                                   "pre-training).", "tapas_tf.commands.make_statements", "absl",
                                   module_prog="python -m tapas_tf.commands.make_statements"),

@@ -128,3 +128,27 @@ def render_html(table: interaction_pb2.Table, results: Sequence[AskResult], titl
     parts.append(render_table_html(table, results[-1] if results else None, max_rows))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def render_verdict_text(result, max_rows: int = 20) -> str:
+    """A `fact_checker.VerifyResult` for a terminal: the verdict with P(entailed), the model, the
+    diagnostics, then the table the model read (its first `max_rows` rows)."""
+    lines = [f"S: {result.statement}",
+             f"V: {result.verdict} (P(entailed) = {result.probability:.2f})"]
+    if result.model:
+        lines.append(f"   judged by: {result.model}")
+    lines += [f"   note: {note}" for note in result.diagnostics]
+    table = result.table
+    if table is None:
+        return "\n".join(lines)
+    header = ["#"] + [_clip(str(name)) for name in table.columns]
+    body = [[str(index)] + [_clip(str(text)) for text in row]
+            for index, row in zip(table.index[:max_rows], table.values[:max_rows].tolist())]
+    if len(table) > max_rows:
+        body.append([f"… {len(table) - max_rows} more rows"] + [""] * len(table.columns))
+    widths = [max(len(line[i]) for line in [header] + body if i < len(line)) for i in range(len(header))]
+    widths[0] = max(len(line[0]) for line in [header] + body if not line[0].startswith("…"))
+    formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
+                 for line in [header] + body]
+    formatted.insert(1, "-+-".join("-" * width for width in widths))
+    return "\n".join(lines + [""] + formatted)

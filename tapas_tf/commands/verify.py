@@ -1,0 +1,79 @@
+"""Command line: is a statement about a table true? (TabFact)
+
+    tapas-tf verify --table=cities.csv "paris has more people than rome"
+    tapas-tf verify --table=cities.csv --json "statement one" < more_statements.txt
+    tapas-tf verify --table=cities.csv --model=google/tapas-base-finetuned-tabfact "..."
+
+Prints the verdict (entailed or refuted), P(entailed) and the table the model read; with --json,
+one line per statement: {"statement", "entailed", "verdict", "probability", "model",
+"diagnostics"}. Without a statement on the command line, statements are read from stdin, one per
+line. The model is --model_dir (a TabFact model trained with `run_task.py --task=TABFACT`, or
+imported), --model (a released TabFact model by name, downloaded once and cached), else the
+bundled TabFact model.
+
+Errors are one line, `verify: error: ...`, naming the file or flag.
+"""
+
+import json
+import sys
+from typing import List
+
+from absl import app, flags
+
+import tapas_tf.cli as cli
+from tapas_tf import model_flags  # noqa: F401 (defines --model_dir, --model, ... declared key flags below)
+
+PROG = "verify"
+FLAGS = flags.FLAGS
+flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
+flags.DEFINE_bool("json", False, "Print each verdict as one JSON line instead of text and the table.")
+flags.DEFINE_float("entailed_threshold", 0.5, "P(entailed) at or above which a statement is judged entailed.")
+flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed after each verdict.")
+flags.DEFINE_enum("backend", "auto", ["auto", "lite", "tensorflow"], "lite: the model directory's "
+                  "model.tflite, without TensorFlow; auto: lite when it has a current one.")
+for _name in ("model_dir", "model", "model_revision", "vocab_file"):  # Shared with ask and serve.
+    flags.declare_key_flag(_name)
+
+
+def _load_checker():
+    from tapas_tf.qa.fact_checker import TableFactChecker
+
+    options = dict(vocab_file=FLAGS.vocab_file, backend=FLAGS.backend, threshold=FLAGS.entailed_threshold)
+    if FLAGS.model:
+        return TableFactChecker.from_pretrained(FLAGS.model, revision=FLAGS.model_revision, **options)
+    return TableFactChecker.from_model_dir(FLAGS.model_dir, **options)
+
+
+def _print(result) -> None:
+    from tapas_tf.qa.rendering import render_verdict_text
+
+    text = json.dumps(result.to_dict()) if FLAGS.json else render_verdict_text(result, FLAGS.max_rows_shown) + "\n"
+    print(text, flush=True)
+
+
+def main(argv: List[str]) -> None:
+    from tapas_tf.qa.console import read_table_file
+    from tapas_tf.qa.tables import AskError
+
+    statement = " ".join(argv[1:]).strip()
+    if not FLAGS.table or (argv[1:] and not statement):
+        cli.fail(PROG, "the statement is empty; give one, or none to read statements from stdin" if FLAGS.table
+                 else "--table is required (verify --help lists the flags)", cli.USAGE_EXIT_CODE)
+    try:
+        table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
+        checker = _load_checker()
+        statements = [statement] if statement else (line.strip() for line in sys.stdin)
+        for text in statements:
+            if text:
+                _print(checker.verify(table, text))
+    except (AskError, FileNotFoundError, ValueError) as e:
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+    except BrokenPipeError:  # A reader that stops early (`| head -1`) is no error.
+        cli.quiet_closed_stdout()
+
+
+if __name__ == "__main__":
+    cli.quiet_tensorflow()
+    cli.exit_with_help_if_asked(sys.argv)
+    cli.plain_absl_logging()
+    app.run(main, argv=sys.argv, flags_parser=lambda argv: cli.parse_absl_flags(PROG, argv))
