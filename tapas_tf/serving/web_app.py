@@ -10,6 +10,8 @@
     POST /api/example             {"name": "shooting_1988_medals.csv"} -> the same, for an example
     POST /api/ask                 {"session": id, "question": "..."} -> the answer and the marked table
     POST /api/reset               {"session": id} -> a new conversation about the same table
+    POST /api/verify              {"session": id, "statement": "..."} -> is it true of the table? (with a
+                                  TabFact model: `create_app(..., fact_checker=...)`)
 
 Every error is JSON, `{"error": "a sentence for the user"}`, with a 4xx status for bad input and
 500 for a failure of ours (logged with its traceback); either way the server goes on serving.
@@ -51,6 +53,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tapas_tf.qa.fact_checker import TableFactChecker
 from tapas_tf.qa.table_qa import TableQA
 from tapas_tf.qa.tables import AskError
 from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher, answerer_for
@@ -65,7 +68,9 @@ from tapas_tf.serving.web_sessions import (
     load_example,
     load_upload,
     reset_session,
+    session_frame,
     table_view,
+    verdict_view,
 )
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_static")
@@ -87,13 +92,29 @@ class _WebState:
     sessions: SessionStore
     model_name: str
     batcher: Union[QuestionBatcher, DirectAnswers]
+    # A TabFact model for "check a statement", or a function that loads it on first use; None: no such mode.
+    fact_checker: Union[None, TableFactChecker, Callable[[], TableFactChecker]] = None
+    fact_checker_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def checker(self) -> TableFactChecker:
+        """The TabFact model (loaded now if it is not yet); WebError 404 when the server has none."""
+        if self.fact_checker is None:
+            raise WebError("this server checks no statements: start it with a TabFact model "
+                           "(--tabfact_model_dir=DIR)", 404)
+        with self.fact_checker_lock:
+            if callable(self.fact_checker) and not isinstance(self.fact_checker, TableFactChecker):
+                self.fact_checker = self.fact_checker()
+        return self.fact_checker
 
 
 def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "",
-               batcher: Union[QuestionBatcher, DirectAnswers, None] = None) -> Starlette:
+               batcher: Union[QuestionBatcher, DirectAnswers, None] = None,
+               fact_checker: Union[None, TableFactChecker, Callable[[], TableFactChecker]] = None) -> Starlette:
     """The app serving the page and its endpoints for one loaded model; `batcher` runs the model for
     concurrent questions, and stops with the app (default `batching.answerer_for` the model's
-    runner: batched calls for TensorFlow, each request's own call for LiteRT)."""
+    runner: batched calls for TensorFlow, each request's own call for LiteRT). `fact_checker` (a
+    TabFact model, or a function that loads one when the first statement comes) turns on the page's
+    "check a statement" mode."""
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/favicon.ico", _favicon, methods=["GET"]),
@@ -102,11 +123,12 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
         Route("/api/example", _example, methods=["POST"]),
         Route("/api/ask", _ask, methods=["POST"]),
         Route("/api/reset", _reset, methods=["POST"]),
+        Route("/api/verify", _verify, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
     app.state.web = _WebState(qa, limits, SessionStore(limits.max_sessions), model_name,
-                              batcher or answerer_for(qa.runner, qa.answer_encoded))
+                              batcher or answerer_for(qa.runner, qa.answer_encoded), fact_checker)
     return app
 
 
@@ -249,7 +271,9 @@ async def _favicon(request: Request) -> Response:
 
 @_json_endpoint
 async def _info(request: Request, web: _WebState) -> Dict:
+    checker = web.fact_checker
     return {"model": web.model_name, "aggregation_model": web.qa.aggregation_model_name,
+            "fact_checker": None if checker is None else getattr(checker, "name", "a TabFact model"),
             "examples": example_tables(), "threshold": web.qa.rule.threshold,
             "limits": dataclasses.asdict(web.limits)}
 
@@ -273,6 +297,12 @@ async def _example(request: Request, web: _WebState) -> Dict:
 async def _ask(request: Request, web: _WebState) -> Dict:
     body = await _json_body(request)
     return await run_in_threadpool(_answer, web, body.get("session"), body.get("question"))
+
+
+@_json_endpoint
+async def _verify(request: Request, web: _WebState) -> Dict:
+    body = await _json_body(request)
+    return await run_in_threadpool(_check_statement, web, body.get("session"), body.get("statement"))
 
 
 @_json_endpoint
@@ -300,6 +330,16 @@ def _answer(web: _WebState, session_id: Optional[str], question: object) -> Dict
         result = ask_in_session(session, question, web.batcher.answer)
         elapsed_ms = (time.perf_counter() - start) * 1000
         return answer_view(session, result, web.limits, elapsed_ms, web.model_name)
+
+
+def _check_statement(web: _WebState, session_id: Optional[str], statement: object) -> Dict:
+    """The verdict on a statement about the session's table; the conversation is left as it is."""
+    session = web.sessions.get(session_id)
+    statement = check_question(statement, web.limits, "statement")
+    checker = web.checker()
+    start = time.perf_counter()
+    result = checker.verify(session_frame(session), statement)
+    return verdict_view(result, (time.perf_counter() - start) * 1000)
 
 
 def _new_conversation(web: _WebState, session_id: Optional[str]) -> Dict:

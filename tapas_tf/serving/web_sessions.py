@@ -380,14 +380,33 @@ def _table_note(sentence: str) -> str:
     return sentence.replace("the model sees them as [EMPTY]", "the model reads them as unnamed")
 
 
-def check_question(question: object, limits: WebLimits) -> str:
-    """The question, stripped; AskError for an empty, non-text or too long one."""
+def check_question(question: object, limits: WebLimits, kind: str = "question") -> str:
+    """The question (or statement: `kind`), stripped; AskError for an empty, non-text or too long one."""
     if not isinstance(question, str) or not question.strip():
-        raise AskError("the question is empty: type a question about the table")
+        raise AskError(f"the {kind} is empty: type a {kind} about the table")
     if len(question) > limits.max_question_chars:
-        raise AskError(f"the question has {len(question):,} characters; ask in at most "
+        raise AskError(f"the {kind} has {len(question):,} characters; write it in at most "
                        f"{limits.max_question_chars:,}")
     return question.strip()
+
+
+def session_frame(session: Session) -> pd.DataFrame:
+    """The session's table as a DataFrame of its cells' texts (header and rows as uploaded)."""
+    table = session.conversation.table.table
+    return pd.DataFrame([[cell.text for cell in row.cells] for row in table.rows],
+                        columns=pd.Index([column.text for column in table.columns]))
+
+
+def verdict_view(result, elapsed_ms: float) -> Dict:
+    """A `fact_checker.VerifyResult` for the page: the verdict in plain words, P(entailed), notes."""
+    if result.entailed:
+        line = f"True: the table supports this statement (P(entailed) = {result.probability:.2f})."
+    else:
+        line = f"False: the table refutes this statement (P(entailed) = {result.probability:.2f})."
+    return dict(result.to_dict(), verdict_line=line, elapsed_ms=elapsed_ms,
+                details=[f"The model's probability that the table entails the statement is "
+                         f"{result.probability:.3f}; at or above 0.5 it is judged true.",
+                         f"Judged by {result.model}."] + list(result.diagnostics))
 
 
 def history_view(results: Sequence[AskResult]) -> List[Dict]:

@@ -371,3 +371,50 @@ def test_serve_command_errors_are_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("serve: error: ") and "nothing" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- "check a statement": a TabFact model beside the question answering one ------------------------
+
+
+@pytest.fixture(scope="module")
+def fact_checker(tmp_path_factory):
+    from tapas_tf.qa.fact_checker import TableFactChecker
+    from tests.qa.test_fact_checker import TABFACT_OPTIONS
+    from tests.inference.test_sequential import write_random_model_dir
+
+    model_dir = write_random_model_dir(tmp_path_factory.mktemp("tabfact") / "model", **TABFACT_OPTIONS)
+    return TableFactChecker.from_model_dir(model_dir, name="tiny-tabfact")
+
+
+def test_a_statement_is_checked_against_the_sessions_table(qa, fact_checker):
+    loads = []
+
+    def load():
+        loads.append(1)
+        return fact_checker
+
+    load.name = "tiny-tabfact"
+    with TestClient(web_app.create_app(qa, LIMITS, "trained-test-model", fact_checker=load),
+                    raise_server_exceptions=False) as client:
+        assert client.get("/api/info").json()["fact_checker"] == "tiny-tabfact" and not loads
+        session = _upload(client).json()["session"]
+        view = client.post("/api/verify", json={"session": session, "statement": " paris is in france "}).json()
+        expected = fact_checker.verify(pd.DataFrame(ROWS, columns=HEADER), "paris is in france")
+        assert view["statement"] == "paris is in france" and view["model"] == "tiny-tabfact"
+        assert abs(view["probability"] - expected.probability) < 1e-5 and view["entailed"] == expected.entailed
+        assert view["verdict_line"].startswith("True: the table supports" if expected.entailed
+                                               else "False: the table refutes")
+        assert f"{expected.probability:.2f}" in view["verdict_line"] and view["elapsed_ms"] > 0
+        client.post("/api/verify", json={"session": session, "statement": "berlin is in germany"})
+        assert loads == [1]  # Loaded with the first statement, once.
+        # Checking leaves the conversation alone: the next question is still a first question.
+        assert _ask(client, session, "which city?").json()["answer"] == "paris, berlin, london"
+        empty = client.post("/api/verify", json={"session": session, "statement": "  "})
+        assert empty.status_code == 400 and empty.json()["error"].startswith("the statement is empty")
+
+
+def test_without_a_tabfact_model_checking_says_how_to_start_one(client):
+    assert client.get("/api/info").json()["fact_checker"] is None
+    session = _upload(client).json()["session"]
+    response = client.post("/api/verify", json={"session": session, "statement": "paris is in france"})
+    assert response.status_code == 404 and "--tabfact_model_dir" in response.json()["error"]

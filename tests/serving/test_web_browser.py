@@ -65,9 +65,17 @@ def start_browser(user_data_dir: str) -> webdriver.Chrome:
 
 @pytest.fixture(scope="module")
 def page(trained, tmp_path_factory):
-    """(browser, server url): the server with the trained model, the page open and ready."""
+    """(browser, server url): the server with the trained model (and a tiny TabFact model for "check a
+    statement"), the page open and ready."""
+    from tapas_tf.qa.fact_checker import TableFactChecker
+    from tests.inference.test_sequential import write_random_model_dir
+    from tests.qa.test_fact_checker import TABFACT_OPTIONS
+
     qa = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"])
-    with web_app.ServerThread(web_app.create_app(qa, model_name="trained-test-model")) as server:
+    tabfact_dir = write_random_model_dir(tmp_path_factory.mktemp("tabfact") / "model", **TABFACT_OPTIONS)
+    checker = TableFactChecker.from_model_dir(tabfact_dir, name="tiny-tabfact")
+    app = web_app.create_app(qa, model_name="trained-test-model", fact_checker=checker)
+    with web_app.ServerThread(app) as server:
         assert server.url.startswith("http://127.0.0.1:")
         browser = start_browser(str(tmp_path_factory.mktemp("chromium-profile")))
         try:
@@ -269,3 +277,24 @@ def test_the_page_has_an_icon_and_no_missing_resource(page):
     assert statuses == [200, 200]
     # "status of 404", not "404": the server's random port may hold those digits (127.0.0.1:40413).
     assert not [entry for entry in browser.get_log("browser") if "status of 404" in entry["message"]]
+
+
+def test_check_a_statement_shows_the_verdict_and_keeps_the_conversation(page, tmp_path):
+    browser, url, qa = page
+    table = tmp_path / "cities.csv"
+    pd.DataFrame(ROWS, columns=HEADER).to_csv(table, index=False)
+    _upload(browser, str(table))
+    _wait(browser).until(expected_conditions.visibility_of_element_located((By.ID, "table-panel")))
+    mode = browser.find_element(By.ID, "mode")
+    assert mode.is_displayed() and "checked by tiny-tabfact" in browser.find_element(By.ID, "model").text
+    mode.find_element(By.CSS_SELECTOR, "option[value=verify]").click()
+    assert browser.find_element(By.ID, "ask").text == "Check"
+    assert "statement" in browser.find_element(By.ID, "question").get_attribute("placeholder")
+    verdict = _ask(browser, "paris is in france")
+    item = browser.find_elements(By.CSS_SELECTOR, "#conversation > li")[-1]
+    probability = float(item.get_attribute("data-probability"))
+    assert verdict.startswith("True: the table supports" if probability >= 0.5 else "False: the table refutes")
+    assert f"P(entailed) = {probability:.2f}" in verdict
+    assert item.find_element(By.CSS_SELECTOR, ".question").text == "Statement: paris is in france"
+    mode.find_element(By.CSS_SELECTOR, "option[value=ask]").click()
+    assert _ask(browser, "which city?") == "A: paris, berlin, london"  # Still a first question.

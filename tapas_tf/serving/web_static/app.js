@@ -41,7 +41,7 @@ function showError(message) {
 function setBusy(busy) {
   document.body.classList.toggle("busy", busy);
   byId("busy").hidden = !busy;
-  for (const id of ["ask", "new-conversation", "load-example", "file"]) {
+  for (const id of ["ask", "new-conversation", "load-example", "file", "mode"]) {
     byId(id).disabled = busy;
   }
 }
@@ -181,11 +181,62 @@ async function loadTable(request) {
   }
 }
 
+/** Appends a verdict on a statement (`web_sessions.verdict_view`) to the visible conversation. */
+function addVerdict(view, roundTripMs) {
+  const item = document.createElement("li");
+  item.className = `verdict ${view.entailed ? "entailed" : "refuted"}`;
+  item.dataset.probability = view.probability;
+  const details = document.createElement("details");
+  const summary = document.createElement("summary");
+  summary.textContent = "Details";
+  const detailList = document.createElement("ul");
+  fillList(detailList, [...view.details, `The model took ${formatMs(view.elapsed_ms)}; the verdict reached ` +
+    `this page after ${formatMs(roundTripMs)}.`]);
+  details.append(summary, detailList);
+  item.append(paragraph("question", `Statement: ${view.statement}`), paragraph("answer", view.verdict_line),
+              details);
+  const conversation = byId("conversation");
+  conversation.querySelector("li.latest")?.classList.remove("latest");
+  item.classList.add("latest");
+  conversation.append(item);
+  conversation.scrollTop = conversation.scrollHeight;
+  item.scrollIntoView({block: "nearest"});
+}
+
+async function verify() {
+  setBusy(true);
+  const started = performance.now();
+  try {
+    const view = await postJSON("/api/verify", {session: sessionId, statement: byId("question").value});
+    addVerdict(view, performance.now() - started);
+    byId("question").value = "";
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    setBusy(false);
+    byId("question").focus();
+  }
+}
+
+/** Ask or check, as the mode selector says; the placeholder and the button follow it. */
+function modeChanged() {
+  const checking = byId("mode").value === "verify";
+  byId("question").placeholder = checking ? "Write a statement about the table to check"
+                                          : "Ask a question about the table";
+  byId("question").setAttribute("aria-label", checking ? "Your statement" : "Your question");
+  byId("ask").textContent = checking ? "Check" : "Ask";
+  byId("verify-hint").hidden = !checking;
+}
+
 async function ask(event) {
   event.preventDefault();
   showError("");
   if (!sessionId) {
     showError("Choose a table first: upload a CSV file or load an example table.");
+    return;
+  }
+  if (byId("mode").value === "verify") {
+    await verify();
     return;
   }
   setBusy(true);
@@ -229,6 +280,7 @@ async function start() {
     () => loadTable(() => postJSON("/api/example", {name: byId("example").value})));
   byId("ask-form").addEventListener("submit", ask);
   byId("new-conversation").addEventListener("click", newConversation);
+  byId("mode").addEventListener("change", modeChanged);
   try {
     const info = await call("/api/info");
     const model = byId("model");
@@ -238,6 +290,10 @@ async function start() {
       `average ("how many", "total") goes to ${info.aggregation_model}, which computes the value.` : "");
     model.title = `A cell is highlighted when the model's probability for it is above ${info.threshold}.`;
     byId("example").replaceChildren(...info.examples.map((name) => new Option(name, name)));
+    byId("mode").hidden = !info.fact_checker;  // "Check a statement" only with a TabFact model.
+    if (info.fact_checker) {
+      model.textContent += ` Statements are checked by ${info.fact_checker}, a TabFact model.`;
+    }
   } catch (error) {
     showError(error.message);
   }
