@@ -8,6 +8,13 @@ Example:
 
     config, notes = tapas_config_from_hf(read_hf_config("hf_dir"))
     arrays, unknown, notes = hf_to_canonical(read_hf_tensors("hf_dir"))
+
+A `TapasForSequenceClassification` (TabFact's table classifier) is the encoder with its pooler and
+`classifier.weight` [num_labels, hidden], `classifier.bias` [num_labels] on the pooled output
+(label 1 = entailed): they become our `output_weights_cls`, `output_bias_cls`. Its config gets the
+classifier's options (`CLASSIFIER_OPTIONS`: no aggregation head, no cell-selection loss, no column
+head), and the cell-selection head that HF's classifier lacks and ours always has is set to zero
+(`add_unused_cell_selection_head`): a classifier never reads it.
 """
 
 import dataclasses
@@ -24,6 +31,11 @@ CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_FILE = "pytorch_model.bin"
+SEQUENCE_CLASSIFICATION = "TapasForSequenceClassification"
+# The head and loss options of an imported TapasForSequenceClassification, whatever its config.json
+# says of the heads it does not have (tapas_tf.tasks.TABFACT_PRESET's): the classifier only.
+CLASSIFIER_OPTIONS = {"num_aggregation_labels": 0, "disable_per_token_loss": True, "select_one_column": False}
+_CELL_SELECTION_HEAD = ("output_weights", "output_bias")
 
 # HF activation names -> ours. HF's "gelu" is the exact erf form; "gelu_new", "gelu_fast" and
 # "gelu_pytorch_tanh" are all the tanh approximation (the original TF1 BERT's gelu).
@@ -71,8 +83,9 @@ def tapas_config_from_hf(
 
     Every HF option that changes the forward pass or a loss has a field of the same name,
     except `hidden_act` (mapped by `HF_ACTIVATIONS`) and the classifier size, which is the
-    number of labels of a TapasForSequenceClassification. Missing keys take HF's defaults
-    (which are ours); `use_answer_as_supervision: null` means False, as in HF.
+    number of labels of a TapasForSequenceClassification (whose head options are then
+    `CLASSIFIER_OPTIONS`). Missing keys take HF's defaults (which are ours);
+    `use_answer_as_supervision: null` means False, as in HF.
 
     Returns:
       (config, notes): notes name the HF options that were ignored and why.
@@ -95,8 +108,8 @@ def tapas_config_from_hf(
         if field in hf_config and hf_config[field] is not None:
             values[field] = hf_config[field]
     values["hidden_act"] = hf_activation(hf_config.get("hidden_act", "gelu"))
-    if "TapasForSequenceClassification" in (hf_config.get("architectures") or ()):
-        values["num_classification_labels"] = _num_labels(hf_config)
+    if is_sequence_classifier(hf_config):
+        values.update(CLASSIFIER_OPTIONS, num_classification_labels=num_labels(hf_config))
     notes = [
         f"ignored {key}={hf_config[key]!r} (labels only)"
         for key in LABEL_ONLY_HF_OPTIONS
@@ -109,7 +122,13 @@ def tapas_config_from_hf(
         raise ValueError(f"config.json does not give a valid tapas-tf config: {e} Fix it with --model_options.") from e
 
 
-def _num_labels(hf_config: Mapping[str, Any]) -> int:
+def is_sequence_classifier(hf_config: Mapping[str, Any]) -> bool:
+    """config.json describes a TapasForSequenceClassification."""
+    return SEQUENCE_CLASSIFICATION in (hf_config.get("architectures") or ())
+
+
+def num_labels(hf_config: Mapping[str, Any]) -> int:
+    """The number of labels of a classifier's config.json (its id2label, else num_labels, else 2)."""
     if hf_config.get("id2label"):
         return len(hf_config["id2label"])
     return int(hf_config.get("num_labels", 2))
@@ -231,6 +250,26 @@ def drop_inactive_heads(
         if kept.pop(name, None) is not None:
             notes.append(f"dropped {name}: unused with select_one_column=false")
     return kept
+
+
+def add_unused_cell_selection_head(
+    arrays: Dict[str, np.ndarray], config: TapasConfig, notes: List[str]
+) -> Dict[str, np.ndarray]:
+    """Sets the cell-selection head of a TapasForSequenceClassification's import to zero.
+
+    HF's classifier has no cell-selection weights; our model always has `output_weights` and
+    `output_bias`, which a classifier (disable_per_token_loss, no aggregation) never trains nor
+    reads. Only for such a config, when the checkpoint has a classifier and neither weight; appends
+    a note.
+    """
+    if (config.num_classification_labels == 0 or not config.disable_per_token_loss
+            or config.num_aggregation_labels or "output_weights_cls" not in arrays
+            or any(name in arrays for name in _CELL_SELECTION_HEAD)):
+        return arrays
+    notes.append("set output_weights, output_bias to zero: a TapasForSequenceClassification has no "
+                 "cell-selection head, and a classifier does not use it")
+    return {**arrays, "output_weights": np.zeros([config.hidden_size], np.float32),
+            "output_bias": np.zeros([], np.float32)}
 
 
 def canonical_to_hf(arrays: Mapping[str, np.ndarray], prefix: str = "tapas.") -> Dict[str, np.ndarray]:

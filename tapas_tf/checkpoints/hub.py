@@ -12,8 +12,9 @@ model; a model that transformers already downloaded is not downloaded again. The
 variables are read at each call. After config.json every file is asked for at the commit that
 config.json came from, so a branch that moves meanwhile cannot mix two versions.
 
-config.json is checked before any weights are downloaded (`check_question_answering_config`): it
-must describe a TAPAS question-answering model whose options tapas-tf reproduces. The weights are
+config.json is checked before any weights are downloaded (`check_config`): it must describe a TAPAS
+model of the task asked for (a question-answering model, or a two-label TabFact classifier for
+`task="classification"`) whose options tapas-tf reproduces. The weights are
 read from safetensors only (`model.safetensors`, or `model.safetensors.index.json` and its
 shards): a repository with only `pytorch_model.bin` is refused, because that file is a pickle,
 which can run code when it is loaded. `vocab.txt` is taken when the repository has one.
@@ -32,15 +33,24 @@ from tapas_tf.checkpoints import hf
 
 VOCAB_FILE = "vocab.txt"
 QA_ARCHITECTURE = "TapasForQuestionAnswering"
+CLASSIFIER_ARCHITECTURE = "TapasForSequenceClassification"
+# What released models are for: answering questions (TableQA), or judging statements (TabFact's
+# two-label classifiers, TableFactChecker).
+QUESTION_ANSWERING = "question_answering"
+CLASSIFICATION = "classification"
+TASKS = (QUESTION_ANSWERING, CLASSIFICATION)
 # What the other TAPAS architectures are, for the refusal.
 OTHER_ARCHITECTURES = {
     "TapasForMaskedLM": "a pre-trained masked-LM checkpoint without question-answering heads "
                         "(fine-tune it first)",
     "TapasForSequenceClassification": "a table classifier (TabFact's: is a statement true of the table?), "
-                                      "which answers no questions",
+                                      "which answers no questions: judge statements with it through "
+                                      "TableFactChecker.from_pretrained",
     "TapasModel": "a bare encoder without heads",
 }
 EXAMPLE_QA_MODEL = "google/tapas-base-finetuned-wtq"
+EXAMPLE_TABFACT_MODEL = "google/tapas-base-finetuned-tabfact"
+TABFACT_LABELS = 2  # refuted, entailed
 HTTP_LOGGERS = ("httpx2", "httpx", "urllib3")  # Those of huggingface_hub 2, 1 and 0.
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _TRUE = {"1", "ON", "YES", "TRUE"}
@@ -74,19 +84,30 @@ def hub_endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
-def check_question_answering_config(hf_config: Mapping[str, Any], repo_id: str) -> None:
-    """Refuses a config.json that is not a TAPAS question-answering model tapas-tf can import.
+def check_task(task: str) -> str:
+    """`task` if it is one of TASKS; ValueError otherwise."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    return task
+
+
+def check_config(hf_config: Mapping[str, Any], repo_id: str, task: str = QUESTION_ANSWERING) -> None:
+    """Refuses a config.json that is not a TAPAS model of `task` that tapas-tf can import.
 
     Raises:
-      HubError: another model_type; a masked-LM, classification or bare-encoder architecture; an
-        option tapas-tf does not reproduce (`hf.tapas_config_from_hf`'s refusals).
+      HubError: another model_type; for question answering a masked-LM, classification or
+        bare-encoder architecture; for classification anything but a TapasForSequenceClassification
+        with 2 labels; an option tapas-tf does not reproduce (`hf.tapas_config_from_hf`'s refusals).
     """
+    check_task(task)
     model_type = hf_config.get("model_type", "tapas")
     if model_type != "tapas":
         raise HubError(f"{repo_id} is a {model_type!r} model, not TAPAS: tapas-tf imports TAPAS checkpoints "
                        "only")
     architectures = list(hf_config.get("architectures") or ())
-    if architectures and QA_ARCHITECTURE not in architectures:
+    if task == CLASSIFICATION:
+        _check_classifier(hf_config, architectures, repo_id)
+    elif architectures and QA_ARCHITECTURE not in architectures:
         what = OTHER_ARCHITECTURES.get(architectures[0], "not a question-answering model")
         raise HubError(f"{repo_id} is a {architectures[0]}, {what}; asking a table needs a {QA_ARCHITECTURE} "
                        f"(e.g. {EXAMPLE_QA_MODEL})")
@@ -96,22 +117,45 @@ def check_question_answering_config(hf_config: Mapping[str, Any], repo_id: str) 
         raise HubError(f"{repo_id}: {_one_line(e)}") from None
 
 
-def download_tapas_repo(repo_id: str, revision: Optional[str] = None,
-                        token: Optional[str] = None) -> HubSnapshot:
+def check_question_answering_config(hf_config: Mapping[str, Any], repo_id: str) -> None:
+    """`check_config` for a question-answering model."""
+    check_config(hf_config, repo_id, QUESTION_ANSWERING)
+
+
+def _check_classifier(hf_config: Mapping[str, Any], architectures: List[str], repo_id: str) -> None:
+    """A TabFact classifier: a TapasForSequenceClassification with 2 labels."""
+    if CLASSIFIER_ARCHITECTURE not in architectures:
+        if QA_ARCHITECTURE in architectures:
+            raise HubError(f"{repo_id} is a {QA_ARCHITECTURE}, a question-answering model, which judges no "
+                           "statements: ask it questions through TableQA.from_pretrained, or take a TabFact "
+                           f"classifier (e.g. {EXAMPLE_TABFACT_MODEL})")
+        what = f"a {architectures[0]}" if architectures else "a model whose config.json names no architecture"
+        raise HubError(f"{repo_id} is {what}, not a table classifier; judging statements needs a "
+                       f"{CLASSIFIER_ARCHITECTURE} (e.g. {EXAMPLE_TABFACT_MODEL})")
+    labels = hf.num_labels(hf_config)
+    if labels != TABFACT_LABELS:
+        raise HubError(f"{repo_id} is a {CLASSIFIER_ARCHITECTURE} with {labels} labels; a TabFact classifier "
+                       "has 2 (refuted, entailed)")
+
+
+def download_tapas_repo(repo_id: str, revision: Optional[str] = None, token: Optional[str] = None,
+                        task: str = QUESTION_ANSWERING) -> HubSnapshot:
     """Downloads (or finds in huggingface_hub's cache) what importing `repo_id` needs.
 
     Args:
       repo_id: e.g. "google/tapas-base-finetuned-wtq".
       revision: a branch, tag or commit; default "main".
       token: a Hub token; default huggingface_hub's (HF_TOKEN, or the one `hf auth login` stored).
+      task: QUESTION_ANSWERING or CLASSIFICATION, what the model must be (`check_config`).
 
     Returns:
       The snapshot: config.json, the safetensors weights and vocab.txt (when the repository has one).
 
     Raises:
       HubError: no such repository or revision, no network (or HF_HUB_OFFLINE) and no cached copy,
-        a config.json that `check_question_answering_config` refuses, or no safetensors weights.
+        a config.json that `check_config` refuses, or no safetensors weights.
     """
+    check_task(task)
     revision = revision or "main"
     config_path = _fetcher(repo_id, revision, token)("config.json")
     commit = _commit_of(config_path, revision)
@@ -122,7 +166,7 @@ def download_tapas_repo(repo_id: str, revision: Optional[str] = None,
             raise HubError(f"{repo_id}: config.json is not JSON ({e})") from None
     if not isinstance(hf_config, dict):
         raise HubError(f"{repo_id}: config.json does not hold a JSON object")
-    check_question_answering_config(hf_config, repo_id)
+    check_config(hf_config, repo_id, task)
     fetch = _fetcher(repo_id, commit, token)
     weights = _download_weights(fetch, repo_id, revision, commit, token)
     vocab = fetch(VOCAB_FILE, optional=True)

@@ -17,6 +17,8 @@ An embedding table that the target's config switches off (the ablations `use_pos
 
 The target model is a TapasForMaskedLM when the checkpoint has a masked-LM head (with the
 next-sentence head if it has one too), else a TapasForQuestionAnswering; `--target` forces it.
+A table classifier (TabFact: HF's TapasForSequenceClassification, or a TF1 checkpoint with
+`output_weights_cls`) is a TapasForQuestionAnswering whose config has `num_classification_labels`.
 
 Where the config comes from:
 - `hf`: `config.json` gives every option (`hf.tapas_config_from_hf`).
@@ -41,7 +43,7 @@ import numpy as np
 
 from tapas_tf.checkpoints import hf, model_dir as model_dir_lib, names, tf1
 from tapas_tf.models.config import TapasConfig
-from tapas_tf.tasks import PRESETS, Task
+from tapas_tf.tasks import PRESETS, Task, TaskPreset
 
 FORMATS = ("hf", "tf1")
 TARGETS = ("auto", "qa", "mlm")
@@ -83,6 +85,11 @@ def task_options(task: Optional[str]) -> Dict[str, Any]:
         preset = PRESETS[Task(task.upper())]
     except ValueError as e:
         raise ValueError(f"Unknown --task {task!r}; expected one of {[t.value for t in Task]}.") from e
+    return preset_options(preset)
+
+
+def preset_options(preset: TaskPreset) -> Dict[str, Any]:
+    """The TapasConfig fields of a preset (e.g. `tasks.TABFACT_PRESET`'s classifier)."""
     fields = {field.name for field in dataclasses.fields(TapasConfig)}
     return {field.name: getattr(preset, field.name) for field in dataclasses.fields(preset) if field.name in fields}
 
@@ -248,7 +255,8 @@ def import_checkpoint(
 def _read_hf(source_dir: str, model_options: Optional[Mapping[str, Any]]):
     config, config_notes = hf.tapas_config_from_hf(hf.read_hf_config(source_dir), model_options)
     arrays, unknown, notes = hf.hf_to_canonical(hf.read_hf_tensors(source_dir))
-    return config, hf.drop_inactive_heads(arrays, config, notes), unknown, config_notes + notes
+    arrays = hf.add_unused_cell_selection_head(hf.drop_inactive_heads(arrays, config, notes), config, notes)
+    return config, arrays, unknown, config_notes + notes
 
 
 def _read_tf1(source: str, source_dir: str, task: Optional[str], model_options: Optional[Mapping[str, Any]]):

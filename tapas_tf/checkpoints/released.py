@@ -7,7 +7,10 @@
         "https://storage.googleapis.com/tapas_models/2020_10_07/"
         "tapas_wtq_wikisql_sqa_inter_masklm_base_reset.zip#sha256=HEX")
 
-`TableQA.from_pretrained(NAME)` and the `--model=NAME` flag of `ask` and `serve` call it. A name is
+`TableQA.from_pretrained(NAME)` and the `--model=NAME` flag of `ask` and `serve` call it;
+`TableFactChecker.from_pretrained(NAME)` calls it with `task="classification"`, for TabFact's table
+classifiers (`google/tapas-base-finetuned-tabfact`, `.../tapas_tabfact_inter_masklm_base_reset.zip`).
+A name is
 
 - a Hugging Face Hub repository id, `ORG/NAME[@REVISION]` (or `revision=`): its config.json,
   safetensors weights and vocab.txt come through huggingface_hub (`hub`), and the `hf` importer
@@ -15,16 +18,20 @@
 - the http(s) address of one of Google's original release zips, optionally ending in
   `#sha256=HEX`: it is downloaded with resumption and a checksum check (`download`), and the `tf1`
   importer takes the task options from the release's name (`release_zip_options`: `tapas_sqa_*`,
-  `tapas_wtq_wikisql_sqa_*`, `tapas_wikisql_sqa_*`; `*_reset` restarts positions in every cell).
+  `tapas_wtq_wikisql_sqa_*`, `tapas_wikisql_sqa_*`, and `tapas_tabfact_*` for classification;
+  `*_reset` restarts positions in every cell).
 
-What cannot answer questions is refused in one line before the weights are downloaded where the
-name or config.json tells (masked-LM and TabFact checkpoints, other model types), after the import
-otherwise. Every refusal or failure is a `ReleasedModelError` (a ValueError) with a one-line message.
+A model of the other kind than the one asked for (a TabFact classifier for `TableQA`, a
+question-answering model for `TableFactChecker`), a masked-LM checkpoint or another model type is
+refused in one line, saying what to use instead, before the weights are downloaded where the name or
+config.json tells, after the import otherwise; a cached model is checked too. Every refusal or
+failure is a `ReleasedModelError` (a ValueError) with a one-line message.
 
 The imported model directory is cached under `$TAPAS_TF_CACHE/models/` (default
 `~/.cache/tapas_tf/models/`): `hub/ORG--NAME/REVISION/` or `zip/STEM-URLHASH/`, with
 `released.json` saying where it came from (the commit, or the zip's SHA-256, which is always
-recorded). A later call finds it there and makes no network request at all, so a branch such as
+recorded) and what it is (`model_kind`: question_answering or classification). A later call
+finds it there and makes no network request at all, so a branch such as
 `main` is not looked up again: `force_download=True` imports it anew (files already in
 huggingface_hub's cache are not downloaded again). `HF_HUB_OFFLINE=1` forbids downloads, of zips
 too; a cached model loads as always. The import runs in a scratch directory that is renamed into
@@ -46,11 +53,15 @@ from typing import Any, Dict, Optional, Tuple
 from urllib.parse import quote, urlparse
 
 from tapas_tf.checkpoints import download, hub, importer, model_dir as model_dir_lib
+from tapas_tf.checkpoints.hub import CLASSIFICATION, QUESTION_ANSWERING
+from tapas_tf.tasks import TABFACT_PRESET
 
 MANIFEST_FILE = "released.json"
 DEFAULT_REVISION = "main"
 # The task of an original release, by the start of its name after "tapas_" (longest first).
 RELEASE_TASKS = (("wtq_wikisql_sqa_", "WTQ"), ("wikisql_sqa_", "WIKISQL_SUPERVISED"), ("sqa_", "SQA"))
+# A TabFact release (a table classifier), imported with tasks.TABFACT_PRESET's options.
+CLASSIFIER_RELEASE = ("tabfact_", "TABFACT")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 _SIZES = ("large", "base", "medium", "small", "mini", "tiny")
 
@@ -128,27 +139,47 @@ def _parse_address(text: str, revision: Optional[str]) -> Release:
     return Release("zip", url, sha256=sha256)
 
 
-def release_zip_options(url: str) -> Tuple[str, bool]:
+def release_zip_options(url: str, task: str = QUESTION_ANSWERING) -> Tuple[str, bool]:
     """(task preset, reset_position_index_per_cell) of an original release, from its file name.
 
-    `tapas_wtq_wikisql_sqa_inter_masklm_base_reset.zip` -> ("WTQ", True). The release's files do not
-    say either: its name does (the chain of fine-tuning tasks first, `_reset` last).
+    `tapas_wtq_wikisql_sqa_inter_masklm_base_reset.zip` -> ("WTQ", True), and with
+    task="classification" `tapas_tabfact_inter_masklm_tiny.zip` -> ("TABFACT", False). The release's
+    files do not say either: its name does (the chain of fine-tuning tasks first, `_reset` last).
 
     Raises:
-      ReleasedModelError: a TabFact or pre-trained (masked-LM) release, or a name that says no task.
+      ReleasedModelError: a release of the other kind than `task` (TabFact for question answering, a
+        question-answering one for classification), a pre-trained (masked-LM) release, or a name that
+        says no task.
     """
+    hub.check_task(task)
     stem = _zip_stem(url)
     rest = stem[len("tapas_"):] if stem.startswith("tapas_") else None
-    for prefix, task in RELEASE_TASKS:
-        if rest is not None and rest.startswith(prefix):
-            return task, stem.endswith("_reset")
-    if rest is not None and rest.startswith("tabfact_"):
+    qa_task = next((name for prefix, name in RELEASE_TASKS if (rest or "").startswith(prefix)), None)
+    is_classifier = rest is not None and rest.startswith(CLASSIFIER_RELEASE[0])
+    if task == QUESTION_ANSWERING and qa_task:
+        return qa_task, stem.endswith("_reset")
+    if task == CLASSIFICATION and is_classifier:
+        return CLASSIFIER_RELEASE[1], stem.endswith("_reset")
+    if is_classifier:
         raise ReleasedModelError(f"{stem} is a TabFact table classifier (is a statement true of the "
-                                 "table?), which answers no questions; asking a table needs an SQA, WTQ or "
+                                 "table?), which answers no questions: judge statements with it through "
+                                 "TableFactChecker.from_pretrained; asking a table needs an SQA, WTQ or "
                                  "WikiSQL model")
+    if qa_task:
+        raise ReleasedModelError(f"{stem} is a question-answering release ({qa_task}), which judges no "
+                                 "statements: ask it questions through TableQA.from_pretrained, or take a "
+                                 "TabFact release (tapas_tabfact_*)")
+    wanted = ("an SQA, WTQ or WikiSQL release" if task == QUESTION_ANSWERING
+              else "a TabFact release (tapas_tabfact_*)")
     if rest is not None and (rest.startswith(("masklm", "inter_masklm")) or rest.split("_")[0] in _SIZES):
-        raise ReleasedModelError(f"{stem} is a pre-trained (masked-LM) checkpoint without question-answering "
-                                 "heads; fine-tune it first, or take an SQA, WTQ or WikiSQL release")
+        heads = "question-answering heads" if task == QUESTION_ANSWERING else "a classifier"
+        raise ReleasedModelError(f"{stem} is a pre-trained (masked-LM) checkpoint without {heads}; "
+                                 f"fine-tune it first, or take {wanted}")
+    if task == CLASSIFICATION:
+        raise ReleasedModelError(
+            f"cannot tell from the name {stem} that it is a TabFact classifier (expected tapas_tabfact_*); "
+            "import it with python -m tapas_tf.import_checkpoint --format=tf1 --model_options="
+            "'{\"num_classification_labels\": 2, ...}' instead")
     raise ReleasedModelError(
         f"cannot tell from the name {stem} which task it was fine-tuned on (expected tapas_sqa_*, "
         "tapas_wtq_wikisql_sqa_* or tapas_wikisql_sqa_*); import it with "
@@ -176,7 +207,7 @@ def read_manifest(model_dir: str) -> Dict[str, Any]:
 
 
 def released_model_dir(name: str, revision: Optional[str] = None, token: Optional[str] = None,
-                       force_download: bool = False) -> str:
+                       force_download: bool = False, task: str = QUESTION_ANSWERING) -> str:
     """The model directory of a released model, imported on first use and cached (see the module doc).
 
     Args:
@@ -184,15 +215,18 @@ def released_model_dir(name: str, revision: Optional[str] = None, token: Optiona
       revision: a Hub revision (branch, tag or commit), instead of `@REVISION`.
       token: a Hub token for private or gated repositories; default huggingface_hub's own.
       force_download: import again even when cached.
+      task: "question_answering" (TableQA) or "classification" (a two-label TabFact classifier,
+        TableFactChecker): what the model must be.
 
     Raises:
       ReleasedModelError: see `parse_name`, `hub.download_tapas_repo`, `download.download_file`,
-        `release_zip_options`; a damaged zip; an import that fails; a model that does not answer questions.
+        `release_zip_options`; a damaged zip; an import that fails; a model not of `task`.
     """
+    hub.check_task(task)
     release = parse_name(name, revision)
     final = cached_model_dir(release)
     if not force_download and os.path.exists(os.path.join(final, MANIFEST_FILE)):
-        return _checked_cache(release, final)
+        return _checked_cache(release, final, task)
     from filelock import FileLock  # pylint: disable=import-outside-toplevel  (huggingface_hub's dependency)
 
     key = os.path.relpath(final, models_cache_dir())
@@ -200,31 +234,50 @@ def released_model_dir(name: str, revision: Optional[str] = None, token: Optiona
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     with FileLock(lock_path):
         if not force_download and os.path.exists(os.path.join(final, MANIFEST_FILE)):
-            return _checked_cache(release, final)  # Another process imported it meanwhile.
-        return _import(release, final, token)
+            return _checked_cache(release, final, task)  # Another process imported it meanwhile.
+        return _import(release, final, token, task)
 
 
-def _checked_cache(release: Release, final: str) -> str:
-    recorded = read_manifest(final).get("sha256")
+def _checked_cache(release: Release, final: str, task: str) -> str:
+    manifest = read_manifest(final)
+    recorded = manifest.get("sha256")
     if release.sha256 and recorded != release.sha256:
         raise ReleasedModelError(f"{release.location}: the cached copy in {final} has SHA-256 {recorded}, "
                                  f"not the expected {release.sha256}; delete that directory to download it "
                                  "again")
+    kind = manifest.get("model_kind") or _kind_of(final)
+    if kind != task:
+        raise ReleasedModelError(_wrong_kind(release.display, kind))
     return final
 
 
-def _import(release: Release, final: str, token: Optional[str]) -> str:
+def _kind_of(model_dir: str) -> str:
+    """What an imported model is: CLASSIFICATION when it has a classifier, else QUESTION_ANSWERING."""
+    labels = model_dir_lib.load_config(model_dir).num_classification_labels
+    return CLASSIFICATION if labels else QUESTION_ANSWERING
+
+
+def _wrong_kind(display: str, kind: str) -> str:
+    """The refusal of a model of `kind` asked for as the other kind: what to use instead."""
+    if kind == CLASSIFICATION:
+        return (f"{display} is a TabFact table classifier (is a statement true of the table?), which answers "
+                "no questions: judge statements with it through TableFactChecker.from_pretrained")
+    return (f"{display} is a question-answering model, which judges no statements: ask it questions through "
+            f"TableQA.from_pretrained, or take a TabFact classifier (e.g. {hub.EXAMPLE_TABFACT_MODEL})")
+
+
+def _import(release: Release, final: str, token: Optional[str], task: str) -> str:
     """Downloads and imports `release` into a scratch directory, then renames it to `final`."""
     os.makedirs(os.path.dirname(final), exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=".importing-", dir=os.path.dirname(final))
     try:
         model_dir = os.path.join(scratch, "model")
         if release.kind == "hub":
-            manifest = _import_hub(release, model_dir, token)
+            manifest = _import_hub(release, model_dir, token, task)
         else:
-            manifest = _import_zip(release, model_dir)
-        manifest.update(name=release.display, imported=datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"))
+            manifest = _import_zip(release, model_dir, task)
+        imported = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        manifest.update(name=release.display, model_kind=task, imported=imported)
         with open(os.path.join(model_dir, MANIFEST_FILE), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -237,19 +290,20 @@ def _import(release: Release, final: str, token: Optional[str]) -> str:
     return final
 
 
-def _import_hub(release: Release, model_dir: str, token: Optional[str]) -> Dict[str, Any]:
+def _import_hub(release: Release, model_dir: str, token: Optional[str], task: str) -> Dict[str, Any]:
     try:
-        snapshot = hub.download_tapas_repo(release.location, release.revision, token)
+        snapshot = hub.download_tapas_repo(release.location, release.revision, token, task=task)
     except hub.HubError as e:
         raise ReleasedModelError(str(e)) from None
     log.info("Importing %s (commit %s)", release.display, snapshot.commit)
-    report = _run_importer(release, "hf", snapshot.directory, model_dir)
+    report = _run_importer(release, task, "hf", snapshot.directory, model_dir)
     return dict(source="hub", repo_id=snapshot.repo_id, revision=snapshot.revision, commit=snapshot.commit,
                 endpoint=hub.hub_endpoint(), files=list(snapshot.files), model_class=report["model_class"])
 
 
-def _import_zip(release: Release, model_dir: str) -> Dict[str, Any]:
-    task, reset = release_zip_options(release.location)  # Before downloading: a wrong kind fails at once.
+def _import_zip(release: Release, model_dir: str, kind: str) -> Dict[str, Any]:
+    # Before downloading: a wrong kind fails at once.
+    task, reset = release_zip_options(release.location, kind)
     if hub.hub_offline():
         raise ReleasedModelError(f"{release.location} is not in the cache and HF_HUB_OFFLINE forbids "
                                  "downloading it")
@@ -259,7 +313,12 @@ def _import_zip(release: Release, model_dir: str) -> Dict[str, Any]:
         _check_zip(zip_path, release.location)
         log.info("Importing %s (SHA-256 %s)", release.display, digest)
         options = {"reset_position_index_per_cell": reset}
-        report = _run_importer(release, "tf1", zip_path, model_dir, task=task, model_options=options)
+        if kind == CLASSIFICATION:  # TABFACT is no importer --task: its preset's options, given here.
+            options = {**importer.preset_options(TABFACT_PRESET), **options}
+            preset = None
+        else:
+            preset = task
+        report = _run_importer(release, kind, "tf1", zip_path, model_dir, task=preset, model_options=options)
     except download.DownloadError as e:
         raise ReleasedModelError(str(e)) from None
     finally:
@@ -283,8 +342,10 @@ def _check_zip(path: str, url: str) -> None:
                                  "damaged at the source; it was deleted")
 
 
-def _run_importer(release: Release, fmt: str, source: str, model_dir: str, **options) -> Dict[str, Any]:
-    """`importer.import_checkpoint`, refusing a model that is not a question-answering one."""
+def _run_importer(release: Release, kind: str, fmt: str, source: str, model_dir: str,
+                  **options) -> Dict[str, Any]:
+    """`importer.import_checkpoint`, refusing a model that is not of `kind` (question answering, or a
+    two-label classifier)."""
     # Not the INFO lines of TensorFlow's checkpoint writer.
     loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
     levels = [logger.level for logger in loggers]
@@ -298,10 +359,17 @@ def _run_importer(release: Release, fmt: str, source: str, model_dir: str, **opt
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
+    wanted = "question-answering model" if kind == QUESTION_ANSWERING else "TabFact classifier"
+    example = hub.EXAMPLE_QA_MODEL if kind == QUESTION_ANSWERING else hub.EXAMPLE_TABFACT_MODEL
     if report["model_class"] != "TapasForQuestionAnswering":
-        raise ReleasedModelError(f"{release.display} holds a {report['model_class']}, not a "
-                                 "question-answering model; fine-tune it first, or take a fine-tuned one "
-                                 f"(e.g. {hub.EXAMPLE_QA_MODEL})")
+        raise ReleasedModelError(f"{release.display} holds a {report['model_class']}, not a {wanted}; "
+                                 f"fine-tune it first, or take a fine-tuned one (e.g. {example})")
+    labels = model_dir_lib.load_config(model_dir).num_classification_labels
+    if kind == CLASSIFICATION and labels != hub.TABFACT_LABELS:
+        raise ReleasedModelError(f"{release.display} has {labels} classification labels, not a {wanted}'s 2 "
+                                 f"(refuted, entailed); take a TabFact one (e.g. {example})")
+    if kind == QUESTION_ANSWERING and labels:
+        raise ReleasedModelError(_wrong_kind(release.display, CLASSIFICATION))
     return report
 
 

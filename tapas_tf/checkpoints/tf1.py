@@ -6,8 +6,14 @@ layout; optimizer slots (`.../adam_m`, `.../adam_v`) and counters (`global_step`
 
 The checkpoint says nothing about the task options (select_one_column, the answer loss, ...)
 nor about `reset_position_index_per_cell`: those come from the caller (a task preset and
-`--model_options`). The original `gelu` is the tanh approximation, so `hidden_act: "gelu"`
-becomes "gelu_tanh"; LayerNorm epsilon is tf_slim's 1e-12.
+`--model_options`). A TabFact release (`tapas_tabfact_*`) holds the classifier on the pooled output
+as `output_weights_cls` [num_labels, hidden] and `output_bias_cls` [num_labels] (our
+`ClassificationHead`'s names) beside the cell-selection `output_weights`, `output_bias` that the
+original code always creates; its options are `tasks.TABFACT_PRESET`'s (2 labels, no aggregation,
+no cell-selection loss, no column head).
+
+The original `gelu` is the tanh approximation, so `hidden_act: "gelu"` becomes "gelu_tanh";
+LayerNorm epsilon is tf_slim's 1e-12.
 """
 
 import glob
