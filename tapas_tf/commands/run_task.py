@@ -137,7 +137,9 @@ def _released_model_dir() -> str:
     """The cached model directory of --model, downloaded and imported on first use."""
     from tapas_tf.checkpoints.released import released_model_dir
 
-    model_dir = released_model_dir(FLAGS.model, revision=FLAGS.model_revision)
+    # A classification task (TABFACT) fine-tunes or predicts with a released TabFact model.
+    kind = "classification" if get_task(FLAGS.task).evaluation == "classification" else "question_answering"
+    model_dir = released_model_dir(FLAGS.model, revision=FLAGS.model_revision, task=kind)
     logging.info("Released model %s: %s", FLAGS.model, model_dir)
     return model_dir
 

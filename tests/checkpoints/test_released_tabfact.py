@@ -292,3 +292,29 @@ def test_tabfact_release_zip_is_imported_as_a_classifier(server, tabfact_release
     attempts = forbid_network()
     assert TableFactChecker.from_pretrained(url).verify(TABLE, statement).probability == result.probability
     assert attempts == []
+
+
+# --- the command lines with a released TabFact model -------------------------------------------
+
+def test_verify_and_export_take_a_released_tabfact_model(server, tmp_path):
+    import subprocess
+    import sys
+
+    case = PARITY_CASES[0]
+    table = tmp_path / "table.csv"
+    pd.DataFrame(case["table"]).to_csv(table, index=False)
+    result = subprocess.run([sys.executable, "-m", "tapas_tf.commands.verify", f"--table={table}",
+                             f"--model={TABFACT_REPO}", "--json", case["statement"]], cwd=str(tmp_path),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = json.loads(result.stdout.splitlines()[0])
+    assert line["probability"] == pytest.approx(case["p_entailed"], abs=TOLERANCE)
+    assert line["model"] == TABFACT_REPO
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, os.path.join(root, "run_task.py"), "--task=TABFACT", "--mode=export",
+                             f"--model={TABFACT_REPO}", f"--export_dir={tmp_path / 'export'}"],
+                            cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    assert "entailed_probability" in loaded.signatures["serving_default"].structured_outputs
