@@ -74,6 +74,25 @@ def test_statements_become_labelled_examples_a_classifier_trains_on_and_is_score
     assert metrics["accuracy"] == np.mean([label == p for label, p, _ in predicted])
     assert set(metrics["per_label"]) == {"refuted", "entailed"}
 
+    # evaluate scores the predictions file again against the split's labels.
+    (model / "predictions" / "dev_metrics.json").unlink()
+    result = _run("--mode=evaluate", f"--output_dir={out}", f"--model_dir={model}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = json.loads((model / "predictions" / "dev_metrics.json").read_text())
+    assert again["accuracy"] == metrics["accuracy"] and again["num_missing"] == 0
+    missing = tmp_path / "missing.tsv"
+    missing.write_text("\n".join(rows[:2]) + "\n")  # One statement has no prediction: it counts as wrong.
+    result = _run("--mode=evaluate", f"--output_dir={out}", f"--model_dir={model}",
+                  f"--predictions_file={missing}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    partial = json.loads((model / "predictions" / "dev_metrics.json").read_text())
+    assert partial["num_missing"] == 1 and partial["num_statements"] == 2
+    assert partial["accuracy"] == (predicted[0][0] == predicted[0][1]) / 2
+    missing.write_text("question_id\tlabel\n")
+    result = _run("--mode=evaluate", f"--output_dir={out}", f"--model_dir={model}",
+                  f"--predictions_file={missing}", cwd=tmp_path)
+    assert result.returncode == 1 and "not a statement predictions file" in result.stderr
+
     # The verify command line on the trained model: P(entailed) as the Python API gives it.
     from tapas_tf.qa.fact_checker import TableFactChecker
 

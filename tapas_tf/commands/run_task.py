@@ -298,9 +298,14 @@ def predict_and_evaluate(spec: TaskSpec, pipeline_args: List[str]) -> None:
 
 
 def evaluate(spec: TaskSpec, pipeline_args: List[str]) -> None:
-    """PRETRAIN: masked-LM accuracy on the test split; see tapas_tf.training.masked_lm_eval."""
+    """PRETRAIN: masked-LM accuracy on the test split; see tapas_tf.training.masked_lm_eval. A
+    classification task (TABFACT): the metrics of MODEL_DIR/predictions/{split}.tsv (or
+    --predictions_file) against the split's labels, in {split}_metrics.json."""
     del pipeline_args  # No Beam.
     _require("model_dir")
+    if spec.evaluation == "classification":
+        _evaluate_predictions()
+        return
     if not FLAGS.eval_file:
         _require("output_dir")
     _check_model_dir(mode_ref("train", spec.name))
@@ -310,6 +315,19 @@ def evaluate(spec: TaskSpec, pipeline_args: List[str]) -> None:
     evaluate_model_dir(FLAGS.model_dir, eval_file, _max_seq_length(spec), FLAGS.max_predictions_per_seq,
                        batch_size=FLAGS.predict_batch_size, checkpoint=FLAGS.checkpoint,
                        vocab_file=FLAGS.vocab_file or _pretrain_data_vocab(FLAGS.output_dir))
+
+
+def _evaluate_predictions() -> None:
+    from tapas_tf.inference.classification import evaluate_predictions
+    from tapas_tf.inference.sequential import PREDICTIONS_DIR
+
+    if not FLAGS.interactions_file:
+        _require("output_dir")
+    split = FLAGS.predict_split
+    predictions = FLAGS.predictions_file or os.path.join(FLAGS.model_dir, PREDICTIONS_DIR, f"{split}.tsv")
+    interactions = FLAGS.interactions_file or task_files.split_paths(FLAGS.output_dir, split)["interactions"]
+    evaluate_predictions(predictions, interactions,
+                         os.path.join(FLAGS.model_dir, PREDICTIONS_DIR, f"{split}_metrics.json"))
 
 
 def _pretrain_data_vocab(output_dir: Optional[str]) -> Optional[str]:

@@ -85,6 +85,10 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
                         "PRETRAIN --mode=evaluate: masked-LM TFRecords, a path or glob; default "
                         "OUTPUT_DIR/tf_examples/test-*.tfrecord.")
 
+    flags.DEFINE_string("predictions_file", None,
+                        "TABFACT --mode=evaluate: the predictions to score; default "
+                        "MODEL_DIR/predictions/PREDICT_SPLIT.tsv.")
+
     # --- export ---
     flags.DEFINE_string("export_dir", None, "TF Serving's model base path; a version goes in EXPORT_DIR/<n>/.")
     flags.DEFINE_integer("export_version", None, "Version to write, never overwritten; default the next one.",

@@ -153,3 +153,58 @@ def predict_classification(model_dir: str, interactions_file: str, split: str,
                                {"accuracy": outcome.metrics["accuracy"]}, step)
         logging.info("%s accuracy at step %d: %.4f", split, step, outcome.metrics["accuracy"] or 0.0)
     return outcome
+
+
+def read_predictions(path: str) -> Dict[str, ClassPrediction]:
+    """The predictions file `write_predictions` writes, by question id.
+
+    Raises:
+      ValueError: naming the file and line: a missing file, another header, a malformed row, an id twice.
+    """
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no predictions file; write one with --mode=predict")
+    found: Dict[str, ClassPrediction] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for number, row in enumerate(csv.reader(f, delimiter="\t"), start=1):
+            if number == 1:
+                if row != ["question_id", "label", "predicted", "probability"]:
+                    raise ValueError(f"{path}:1: not a statement predictions file (header {row})")
+                continue
+            try:
+                question_id, label, predicted, probability = row
+                prediction = ClassPrediction(question_id, int(label), int(predicted), float(probability))
+            except ValueError:
+                raise ValueError(f"{path}:{number}: expected question_id, label, predicted, probability; "
+                                 f"got {row}") from None
+            if question_id in found:
+                raise ValueError(f"{path}:{number}: statement {question_id} predicted twice")
+            found[question_id] = prediction
+    return found
+
+
+def evaluate_predictions(predictions_path: str, interactions_file: str, metrics_path: str) -> Dict[str, object]:
+    """Scores a predictions file against the gold labels of `interactions_file` (not the file's own
+    label column) and writes the metrics JSON: every statement of the split counts, and one without
+    a prediction counts as wrong (`num_missing`).
+
+    Raises:
+      ValueError: as `read_predictions`, or predictions of statements that are not in the split.
+    """
+    predicted = read_predictions(predictions_path)
+    gold = {question.id: (question.answer.class_index if question.answer.HasField("class_index") else -1)
+            for interaction in read_interactions(interactions_file) for question in interaction.questions}
+    unknown = sorted(set(predicted) - set(gold))
+    if unknown:
+        raise ValueError(f"{predictions_path}: {len(unknown)} predicted statements are not in {interactions_file} "
+                         f"(first {unknown[0]}); predictions of another split?")
+    scored = [ClassPrediction(question_id, label, predicted[question_id].predicted,
+                              predicted[question_id].probability) if question_id in predicted
+              else ClassPrediction(question_id, label, -1, float("nan"))
+              for question_id, label in gold.items()]
+    metrics = classification_metrics(scored)
+    metrics["num_missing"] = len(set(gold) - set(predicted))
+    metrics["predictions_file"] = predictions_path
+    metrics_lib.write_metrics_json(metrics_path, metrics)
+    logging.info("Accuracy %.4f on %d statements (%d without a prediction): %s",
+                 metrics["accuracy"] or 0.0, len(scored), metrics["num_missing"], metrics_path)
+    return metrics

@@ -8,7 +8,7 @@ The readers load when a split is opened: WTQ's answer matching imports SciPy (se
 """
 
 from tapas_tf.data.readers.release_reader import ReleaseReader
-from tapas_tf.task_registry.registry import TaskSpec, register
+from tapas_tf.task_registry.registry import CLASSIFICATION_MODES, TaskSpec, register
 from tapas_tf.tasks import PRESETS, SYNTHETIC_PRESET, TABFACT_PRESET, Task
 
 
@@ -70,4 +70,4 @@ register(TaskSpec("SYNTHETIC", SYNTHETIC_PRESET, reader=open_synthetic, evaluati
                   conversion={"drop_rows_to_fit": True}))
 # Statements true or false of their table; rows are dropped to fit in every split (and counted).
 register(TaskSpec("TABFACT", TABFACT_PRESET, reader=open_tabfact, evaluation="classification",
-                  conversion={"drop_rows_to_fit": True}))
+                  conversion={"drop_rows_to_fit": True}, modes=CLASSIFICATION_MODES))

@@ -17,10 +17,13 @@ from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.tasks import Task, TaskPreset
 
-# What the task command line does, one --mode each (evaluate: masked-LM accuracy).
+# What the task command line does, one --mode each (evaluate: masked-LM accuracy, or a classification
+# task's metrics from its predictions file).
 MODES = ("create_data", "train", "predict", "predict_and_evaluate", "evaluate", "export")
 PREDICT_MODES = frozenset({"predict", "predict_and_evaluate"})
 QUESTION_ANSWERING_MODES = frozenset({"create_data", "train", "export"}) | PREDICT_MODES
+# A statement classifier (TABFACT) also scores a predictions file again (evaluate).
+CLASSIFICATION_MODES = QUESTION_ANSWERING_MODES | {"evaluate"}
 # PRETRAIN's data job is another (beam_jobs/create_pretrain_data.py).
 MASKED_LM_MODES = frozenset({"train", "evaluate"})
 # The keys of `tapas_tf.inference.sequential.EVALUATIONS` (a test checks that they agree), and
@@ -90,9 +93,11 @@ def _problem(spec: TaskSpec) -> Optional[str]:
     unknown = sorted(spec.modes - set(MODES))
     if unknown:
         return f"unknown modes {unknown}; modes are {', '.join(MODES)}"
-    allowed = MASKED_LM_MODES if spec.pretraining else QUESTION_ANSWERING_MODES
+    classifier = spec.evaluation == "classification"
+    allowed = (MASKED_LM_MODES if spec.pretraining else
+               CLASSIFICATION_MODES if classifier else QUESTION_ANSWERING_MODES)
     if spec.modes - allowed:
-        kind = "a masked-LM" if spec.pretraining else "a question-answering"
+        kind = "a masked-LM" if spec.pretraining else "a classification" if classifier else "a question-answering"
         return (f"{kind} task is built for {', '.join(sorted(allowed))} at most, "
                 f"not {sorted(spec.modes - allowed)}")
     if "create_data" in spec.modes and not callable(spec.reader):
