@@ -24,6 +24,8 @@ from tapas_tf import cli, model_flags
 PROG = "ask"
 FLAGS = flags.FLAGS
 flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
+flags.DEFINE_string("delimiter", None, "The CSV file's field separator (',', ';', '\\t' for a tab); default the "
+                    "one its first lines use: a comma, else a semicolon, tab or bar that splits every line alike.")
 flags.DEFINE_string("html", None, "Also write every answer and the table as a self-contained HTML page.")
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
                   "related to the question (else refuse it).")
@@ -44,13 +46,14 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, "the question is empty; ask one, or none for a conversation on stdin" if FLAGS.table
                  else "--table is required (ask --help lists the flags)", cli.USAGE_EXIT_CODE)
     try:
-        table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
+        table = read_table_file(FLAGS.table, FLAGS.delimiter)  # Before the model loads: a wrong path fails at once.
         qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend)
         qa.show_backend = True  # answered by: bundled sqa_tiny (LiteRT)
         console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, os.path.basename(FLAGS.table))
         console.run(qa.conversation(table), question, sys.stdin)
     except (AskError, FileNotFoundError, ValueError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from tapas_tf import model_flags  # noqa: F401 (defines --model_dir, --model, ..
 PROG = "verify"
 FLAGS = flags.FLAGS
 flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
+flags.DEFINE_string("delimiter", None, "The CSV file's field separator (',', ';', '\\t' for a tab); default the "
+                    "one its first lines use: a comma, else a semicolon, tab or bar that splits every line alike.")
 flags.DEFINE_bool("json", False, "Print each verdict as one JSON line instead of text and the table.")
 flags.DEFINE_float("entailed_threshold", 0.5, "P(entailed) at or above which a statement is judged entailed.")
 flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed after each verdict.")
@@ -60,7 +62,7 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, "the statement is empty; give one, or none to read statements from stdin" if FLAGS.table
                  else "--table is required (verify --help lists the flags)", cli.USAGE_EXIT_CODE)
     try:
-        table = read_table_file(FLAGS.table)  # Before the model loads: a wrong path fails at once.
+        table = read_table_file(FLAGS.table, FLAGS.delimiter)  # Before the model loads: a wrong path fails at once.
         checker = _load_checker()
         statements = [statement] if statement else (line.strip() for line in sys.stdin)
         for text in statements:
@@ -70,6 +72,7 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     except BrokenPipeError:  # A reader that stops early (`| head -1`) is no error.
         cli.quiet_closed_stdout()
+
 
 
 if __name__ == "__main__":

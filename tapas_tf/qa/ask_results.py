@@ -6,9 +6,10 @@ same decoding (`decoding.decode_prediction`) and the same executor of SUM, AVERA
 (row, column) of the original table body, even when the model saw a pruned table.
 """
 
+import collections
 import dataclasses
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class AskResult:
     def summary(self) -> str:
         """"Paris, Vienna", or "SUM of 3 cells = 4,812"."""
         if self.operator == "NONE":
-            return self.answer_text if self.cells else "(no cell selected)"
+            return _cells_in_words([cell.text for cell in self.cells]) if self.cells else "(no cell selected)"
         plural = "cell" if len(self.cells) == 1 else "cells"
         summary = f"{self.operator} of {len(self.cells)} {plural} = {format_number(self.value)}"
         if self.operator in ("SUM", "AVERAGE") and self.cells and not self.numbers:
@@ -180,3 +181,14 @@ def _selected_cell(encoded: EncodedQuestion, row: int, column: int, probability:
     original_row, original_column = encoded.pruned.to_original(row, column)
     return SelectedCell(original_row, original_column, table.columns[column].text, cell.text,
                         float(probability), execution.cell_number(cell))
+
+
+def _cells_in_words(texts: Sequence[str]) -> str:
+    """Selected cells' texts for a person: an empty cell (NaN in a DataFrame) as "(empty cell)", and a
+    text that several cells hold once, with their count ("Galway (2 cells)"), in first-seen order."""
+    counts = collections.Counter(texts)
+    words = []
+    for text in dict.fromkeys(texts):
+        shown = text if text.strip() else "(empty cell)"
+        words.append(shown if counts[text] == 1 else f"{shown} ({counts[text]} cells)")
+    return ", ".join(words)

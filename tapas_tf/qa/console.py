@@ -23,7 +23,7 @@ QUIT = (":quit", ":q")
 NEW = ":new"
 
 
-def read_table_file(path: str) -> pd.DataFrame:
+def read_table_file(path: str, delimiter: Optional[str] = None) -> pd.DataFrame:
     """The CSV table at `path`, read and checked (a header row and at least one row).
 
     Cheap next to loading a model: the command line calls it first, so that a typo in the path
@@ -34,7 +34,7 @@ def read_table_file(path: str) -> pd.DataFrame:
         header without rows.
     """
     try:
-        frame = read_table(path)
+        frame = read_table(path, delimiter)
     except OSError as e:  # Permission denied, say; read_table's own checks raise AskError.
         raise AskError(f"{path}: cannot be read ({e.strerror or e})") from None
     try:

@@ -41,12 +41,12 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
                  for column, cell in enumerate(table.rows[row].cells)]
         lines.append([str(row)] + cells)
         previous = row
-    if shown and shown[-1] < len(table.rows) - 1:
-        lines.append([f"… {len(table.rows) - 1 - shown[-1]} more rows"] + [""] * len(table.columns))
     widths = [max(len(line[i]) for line in [header] + lines) for i in range(len(header))]
     formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
                  for line in [header] + lines]
     formatted.insert(1, "-+-".join("-" * width for width in widths))
+    if shown and shown[-1] < len(table.rows) - 1:  # Below the table: it would widen the "#" column.
+        formatted.append(f"… {len(table.rows) - 1 - shown[-1]} more rows")
     answer = [f"Q: {result.question}", f"A: {result.summary}"]
     if result.model:
         answer.append(f"   answered by: {result.model}")
@@ -144,11 +144,10 @@ def render_verdict_text(result, max_rows: int = 20) -> str:
     header = ["#"] + [_clip(str(name)) for name in table.columns]
     body = [[str(index)] + [_clip(str(text)) for text in row]
             for index, row in zip(table.index[:max_rows], table.values[:max_rows].tolist())]
-    if len(table) > max_rows:
-        body.append([f"… {len(table) - max_rows} more rows"] + [""] * len(table.columns))
-    widths = [max(len(line[i]) for line in [header] + body if i < len(line)) for i in range(len(header))]
-    widths[0] = max(len(line[0]) for line in [header] + body if not line[0].startswith("…"))
+    widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
     formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
                  for line in [header] + body]
     formatted.insert(1, "-+-".join("-" * width for width in widths))
+    if len(table) > max_rows:
+        formatted.append(f"… {len(table) - max_rows} more rows")
     return "\n".join(lines + [""] + formatted)

@@ -32,8 +32,12 @@ class AskError(ValueError):
     """A table or question that cannot be asked; the message says what to change."""
 
 
-def read_table(table: TableLike) -> pd.DataFrame:
+def read_table(table: TableLike, delimiter: Optional[str] = None) -> pd.DataFrame:
     """A DataFrame as given, or the CSV file at a path read as text (no type guessing).
+
+    The delimiter is `delimiter`, else the one the file's first lines use (`sniff_delimiter`: a
+    comma, or a semicolon, tab or bar where those split every line into the same number of fields
+    and the comma does not split the header).
 
     Raises:
       AskError: a path that is missing, is a directory, or does not hold CSV text.
@@ -48,23 +52,27 @@ def read_table(table: TableLike) -> pd.DataFrame:
     if not os.path.exists(path):
         raise AskError(f"{path}: no such CSV file")
     with open(path, "rb") as f:
-        return read_csv_bytes(f.read(), path)
+        return read_csv_bytes(f.read(), path, delimiter)
 
 
-def read_csv_bytes(data: bytes, name: str = "the upload") -> pd.DataFrame:
+def read_csv_bytes(data: bytes, name: str = "the upload", delimiter: Optional[str] = None) -> pd.DataFrame:
     """CSV text held in memory (an uploaded file) as a DataFrame of text, by `read_table`'s rules.
 
     Args:
       data: the file's bytes, UTF-8 text.
       name: how messages name the file.
+      delimiter: the field separator; default `sniff_delimiter(data)`.
 
     Raises:
       AskError: bytes that are not UTF-8 text, hold no table, or do not parse as CSV.
     """
     if b"\x00" in data[:65536]:  # Valid UTF-8, so pandas would make a table of it.
         raise AskError(f"{name} holds NUL bytes: a binary file, or text that is not UTF-8; is it a CSV file?")
+    delimiter = {"\\t": "\t", "tab": "\t"}.get(delimiter, delimiter)  # As a shell passes a tab.
+    if delimiter is not None and len(delimiter) != 1:
+        raise AskError(f"the delimiter is one character (',', ';', a tab), not {delimiter!r}")
     try:
-        return _read_csv(data)
+        return _read_csv(data, delimiter or sniff_delimiter(data))
     except UnicodeDecodeError as e:
         raise AskError(f"{name} is not UTF-8 text (byte {e.start}); is it a CSV file?") from None
     except pd.errors.EmptyDataError:
@@ -81,10 +89,42 @@ def _escapechar(data: bytes) -> Optional[str]:
     return "\\" if b'\\"' in data else None
 
 
-def _read_csv(data: bytes) -> pd.DataFrame:
+def _read_csv(data: bytes, delimiter: str = ",") -> pd.DataFrame:
     """The CSV as text, every cell exactly as written (dtype=str, no NA guessing)."""
     return pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, encoding="utf-8",
-                       escapechar=_escapechar(data))
+                       escapechar=_escapechar(data), sep=delimiter)
+
+
+# Delimiters tried when the comma does not split a file's header: Excel's in many locales, TSV, bars.
+OTHER_DELIMITERS = (";", "\t", "|")
+_SNIFFED_LINES = 20
+
+
+def sniff_delimiter(data: bytes) -> str:
+    """The delimiter of CSV bytes: "," unless the comma leaves the header one field and one of
+    OTHER_DELIMITERS splits the header and each of the first lines into the same number (> 1) of
+    fields. Reads only the first 64 KiB."""
+    text = data[:65536].decode("utf-8", errors="ignore")
+    lines = [line for line in text.splitlines() if line.strip()][:_SNIFFED_LINES + 1]
+    if len(lines) > _SNIFFED_LINES:
+        lines = lines[:-1]  # The last line may be cut at 64 KiB.
+    if not lines:
+        return ","
+
+    def widths(delimiter: str) -> List[int]:
+        try:
+            return [len(record) for record in csv.reader(lines, delimiter=delimiter, escapechar=_escapechar(data))]
+        except csv.Error:
+            return []
+
+    comma = widths(",")
+    if comma and comma[0] > 1:
+        return ","
+    for delimiter in OTHER_DELIMITERS:
+        found = widths(delimiter)
+        if found and found[0] > 1 and len(set(found)) == 1:
+            return delimiter
+    return ","
 
 
 def header_width(data: bytes) -> Optional[int]:
@@ -98,7 +138,7 @@ def header_width(data: bytes) -> Optional[int]:
         return None  # Binary: read_csv_bytes says so.
     text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")
     try:
-        for record in csv.reader(text, escapechar=_escapechar(data)):
+        for record in csv.reader(text, escapechar=_escapechar(data), delimiter=sniff_delimiter(data)):
             if record:  # pandas skips blank lines before the header too.
                 return len(record)
     except (csv.Error, UnicodeDecodeError):

@@ -224,6 +224,22 @@ def test_renderings_mark_the_selected_cells(trained_qa):
     assert '<td class="selected" title="p = ' in page and ">berlin</td>" in page
 
 
+def test_long_tables_say_how_many_rows_follow_below_the_table_and_cells_read_as_words(trained_qa):
+    qa, _ = trained_qa
+    long = pd.DataFrame({"city": ["paris", "berlin", "london"] * 200, "country": ["x"] * 600,
+                         "population": ["1"] * 600})
+    result = qa.answer(long.head(3), "which city?")
+    text = render_text(qa.encoder.prepare(long).table, result, max_rows=5)
+    lines = text.splitlines()
+    assert lines[-1] == "… 595 more rows"
+    header = next(line for line in lines if line.startswith("#"))
+    assert header.startswith("# | city")  # The "#" column is as wide as the row numbers, no wider.
+    from tapas_tf.qa.ask_results import _cells_in_words
+
+    assert _cells_in_words(["Galway", "Galway", "Cork"]) == "Galway (2 cells), Cork"
+    assert _cells_in_words(["", "Cork"]) == "(empty cell), Cork"  # A NaN cell of a DataFrame.
+
+
 def test_fallback_to_best_cell_answers_when_no_cell_passes_the_threshold(trained, trained_qa):
     _, table = trained_qa
     # No probability is above 1.0: the plain rule answers nothing.

@@ -15,6 +15,7 @@ from tapas_tf.qa.tables import (
     header_width,
     read_csv_bytes,
     read_table,
+    sniff_delimiter,
     table_from_frame,
 )
 
@@ -146,3 +147,29 @@ def test_read_table_accepts_backslash_escaped_quotes(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text('"#","Scorers"\n"163","Poul Erik \\"Popper\\" Petersen, Edwin Hansen"\n', encoding="utf-8")
     assert read_table(str(path)).values.tolist() == [["163", 'Poul Erik "Popper" Petersen, Edwin Hansen']]
+
+
+@pytest.mark.parametrize("data, delimiter", [
+    (b"city;population\nparis;\"2,100\"\nrome;2800\n", ";"),  # Excel in a comma-decimal locale.
+    (b"city\tpopulation\nparis\t2,100\n", "\t"),
+    (b"city|population\nparis|2100\nrome|2800\n", "|"),
+    (b"city,population\nparis;x,2100\n", ","),  # The comma splits the header: a CSV file.
+    (b"name\nsmith; john\nlee; ann\n", ","),  # One column whose cells hold semicolons: not split.
+    (b"a;b\n1;2;3\n", ","),  # Semicolons that split lines unevenly are no delimiter.
+    (b"", ","),
+])
+def test_the_delimiter_is_sniffed(data, delimiter):
+    assert sniff_delimiter(data) == delimiter
+
+
+def test_a_semicolon_file_reads_as_columns_and_a_given_delimiter_wins(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"city;population\nparis;\"2,100\"\nrome;2800\n")
+    frame = read_table(str(path))
+    assert list(frame.columns) == ["city", "population"] and frame["population"].tolist() == ["2,100", "2800"]
+    assert list(read_table(str(path), delimiter=",").columns) == ["city;population"]
+    tabbed = tmp_path / "t.tsv"
+    tabbed.write_bytes(b"a\tb\n1\t2\n")
+    assert list(read_table(str(tabbed), delimiter="\\t").columns) == ["a", "b"]  # As a shell passes it.
+    with pytest.raises(AskError, match="the delimiter is one character"):
+        read_table(str(path), delimiter=";;")
