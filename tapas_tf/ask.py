@@ -53,6 +53,8 @@ def main(argv: List[str]) -> None:
         console.run(qa.conversation(table), question, sys.stdin)
     except (AskError, FileNotFoundError, ValueError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+    except BrokenPipeError:  # A reader that stops early (`| head -1`) is no error.
+        cli.quiet_closed_stdout()
 
 
 

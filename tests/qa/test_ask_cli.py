@@ -231,3 +231,27 @@ def test_the_bundled_pair_answers_in_a_fresh_process_and_names_each_model():
     answer = json.loads(alone.stdout)
     assert answer["model"] == f"bundled {os.path.basename(BUNDLED_DIR)} (LiteRT)" and answer["value"] is None
     assert any("can only select cells" in note for note in answer["notes"])
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path):
+    """`ask ... | head -1`: the closed pipe ends the conversation quietly, without a traceback."""
+    stdin = "".join(f"which pylon is number {i}?\n" for i in range(40))
+    reader = subprocess.Popen([sys.executable, "-m", "tapas_tf.ask", f"--table={TABLE}", "--json"], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader.stdin.write(stdin)
+    reader.stdin.close()
+    first = reader.stdout.readline()
+    reader.stdout.close()  # As `head -1` does after its line.
+    stderr = reader.stderr.read()
+    assert reader.wait(timeout=300) == 0, stderr[-3000:]
+    assert json.loads(first)["question"] == "which pylon is number 0?"
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+def test_a_semicolon_separated_table_is_read_as_columns(tmp_path):
+    table = tmp_path / "pylons.csv"
+    table.write_text("pylon;height\nfirst;100 m\nsecond;50 m\n")
+    result = _ask(f"--table={table}", "--json", "what is the height of the first pylon?")
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout.splitlines()[0])
+    assert answer["cells"] and {cell["column_name"] for cell in answer["cells"]} <= {"pylon", "height"}
