@@ -27,6 +27,9 @@ import json
 import logging
 import os
 import re
+import socket
+import urllib.parse
+import urllib.request
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from tapas_tf.checkpoints import hf
@@ -206,18 +209,57 @@ def _fetcher(repo_id: str, revision: str, token: Optional[str]) -> Callable[...,
     from huggingface_hub import hf_hub_download  # pylint: disable=import-outside-toplevel
 
     offline = hub_offline()
+    unreachable = None if offline else unreachable_reason(hub_endpoint())
     _quiet_http_loggers()
 
     def fetch(filename: str, optional: bool = False) -> Optional[str]:
         try:
+            # An endpoint that does not answer a connection is not asked (huggingface_hub would retry it
+            # for half a minute): the cache answers, or the error says at once what to do.
             return hf_hub_download(repo_id, filename, revision=revision, token=token, endpoint=hub_endpoint(),
-                                   cache_dir=os.environ.get("HF_HUB_CACHE") or None, local_files_only=offline)
+                                   cache_dir=os.environ.get("HF_HUB_CACHE") or None,
+                                   local_files_only=offline or unreachable is not None)
         except Exception as e:  # pylint: disable=broad-except  (every failure becomes one line)
             if optional and _is_remote_missing(e):
                 return None
-            raise _hub_error(e, repo_id, revision, filename, offline) from None
+            if filename == VOCAB_FILE and unreachable and _not_cached(e):
+                return None  # Whether the repository has one cannot be known; the default vocabulary serves.
+            raise _hub_error(e, repo_id, revision, filename, offline, unreachable) from None
 
     return fetch
+
+
+# Seconds to wait for a TCP connection to the Hub (or the proxy) before calling it unreachable.
+CONNECT_TIMEOUT = 3.0
+# What a user without network can do instead (`_hub_error`).
+WAYS_OUT = ("set HF_HUB_OFFLINE=1 to use only cached models, or download the repository where there is "
+            "network and import its directory: tapas-tf import --format=hf --source=DIR --model_dir=DIR")
+
+
+def unreachable_reason(endpoint: str) -> Optional[str]:
+    """None if a TCP connection to `endpoint` (or to the HTTPS/HTTP proxy the environment names for it)
+    opens within CONNECT_TIMEOUT seconds, else why not ("connection refused", "timed out", ...)."""
+    parsed = urllib.parse.urlsplit(endpoint)
+    host, port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
+    if not host:
+        return None  # Not a URL we can probe: let huggingface_hub say what is wrong.
+    proxy = urllib.request.getproxies().get(parsed.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        proxied = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = proxied.hostname or host, proxied.port or 80
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
+            return None
+    except socket.timeout:
+        return f"no answer from {host}:{port} in {CONNECT_TIMEOUT:g} s"
+    except OSError as e:
+        return f"{host}:{port}: {e.strerror or type(e).__name__}"
+
+
+def _not_cached(error: Exception) -> bool:
+    from huggingface_hub import utils as errors  # pylint: disable=import-outside-toplevel
+
+    return isinstance(error, errors.LocalEntryNotFoundError)
 
 
 def _quiet_http_loggers() -> None:
@@ -245,8 +287,10 @@ def _is_remote_missing(error: Exception) -> bool:
             and not isinstance(error, errors.LocalEntryNotFoundError))
 
 
-def _hub_error(error: Exception, repo_id: str, revision: str, filename: str, offline: bool) -> HubError:
-    """The one-line HubError for what `hf_hub_download` raised."""
+def _hub_error(error: Exception, repo_id: str, revision: str, filename: str, offline: bool,
+               unreachable: Optional[str] = None) -> HubError:
+    """The one-line HubError for what `hf_hub_download` raised (`unreachable`: why the endpoint was
+    not asked)."""
     from huggingface_hub import utils as errors  # pylint: disable=import-outside-toplevel  (0.x and later)
 
     endpoint = hub_endpoint()
@@ -261,11 +305,12 @@ def _hub_error(error: Exception, repo_id: str, revision: str, filename: str, off
     if isinstance(error, errors.LocalEntryNotFoundError):
         if offline:
             return HubError(f"{repo_id}@{revision}: {filename} is not in the Hugging Face cache, and "
-                            "HF_HUB_OFFLINE forbids downloading it; run once online first")
+                            "HF_HUB_OFFLINE forbids downloading it; run once online first, or import a "
+                            "downloaded copy: tapas-tf import --format=hf --source=DIR --model_dir=DIR")
         cause = error.__cause__ or error.__context__
-        detail = f" ({type(cause).__name__})" if cause is not None else ""
+        detail = f" ({unreachable})" if unreachable else f" ({type(cause).__name__})" if cause is not None else ""
         return HubError(f"{repo_id}@{revision}: cannot reach {endpoint}{detail}, and {filename} is not in "
-                        "the Hugging Face cache")
+                        f"the Hugging Face cache; {WAYS_OUT}")
     if isinstance(error, errors.EntryNotFoundError):
         return HubError(f"{repo_id}@{revision} has no {filename}")
     if isinstance(error, errors.HfHubHTTPError):

@@ -270,9 +270,21 @@ def test_pytorch_only_repository_is_refused_with_the_reason(server, fixture_mode
 
 
 def test_unreachable_hub_without_cache_is_one_line(server):
+    import time
+
     server.stop()
-    _one_line_error(lambda: released.released_model_dir(REPO), "cannot reach",
-                    "not in the Hugging Face cache")
+    started = time.monotonic()
+    _one_line_error(lambda: released.released_model_dir(REPO), "cannot reach", "Connection refused",
+                    "not in the Hugging Face cache", "HF_HUB_OFFLINE=1", "tapas-tf import --format=hf")
+    assert time.monotonic() - started < 10  # No retries of a Hub that does not answer.
+
+
+def test_unreachable_hub_with_a_cached_copy_uses_it_at_once(server):
+    model_dir = released.released_model_dir(REPO)
+    shutil.rmtree(model_dir)  # Our import is gone; huggingface_hub's cache still has the files.
+    server.stop()
+    assert released.released_model_dir(REPO) == model_dir
+    assert released.read_manifest(model_dir)["files"] == ["config.json", "model.safetensors", "vocab.txt"]
 
 
 # --- release zips ------------------------------------------------------------------------------
