@@ -16,6 +16,7 @@ The names below are the public API. They are loaded on first use, so that
 """
 
 import importlib
+import logging
 import os
 from typing import Any, List
 
@@ -26,6 +27,11 @@ from typing import Any, List
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 __version__ = "0.1.0"
+
+# A library logs through its modules' loggers and leaves where they go to the application: without
+# a handler of the application's, what matters reaches the user with the results (diagnostics,
+# notes), not as "WARNING:root:" lines on stderr. Command lines show them with -v.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # Public name -> "module:attribute".
 _EXPORTS = {

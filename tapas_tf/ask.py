@@ -41,6 +41,7 @@ flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --thresho
 def main(argv: List[str]) -> None:
     from tapas_tf.qa.console import AskError, Console, read_table_file
 
+    cli.quiet_logs_unless_asked()
     question = " ".join(argv[1:]).strip()
     if not FLAGS.table or (argv[1:] and not question):
         cli.fail(PROG, "the question is empty; ask one, or none for a conversation on stdin" if FLAGS.table

@@ -156,6 +156,16 @@ def plain_absl_logging() -> None:
     absl_logging.get_absl_handler().setFormatter(PlainFormatter())
 
 
+def quiet_logs_unless_asked() -> None:
+    """For the command lines a user reads (`ask`, `verify`): no log lines unless -v/--verbosity is
+    given; what matters (rows pruned, cells trimmed) is printed with each answer."""
+    from absl import flags as absl_flags
+    from absl import logging as absl_logging
+
+    if not absl_flags.FLAGS["verbosity"].present:
+        absl_logging.set_verbosity(absl_logging.ERROR)
+
+
 def log_to_stderr(verbosity: int = 0) -> None:
     """For the argparse command lines: the root logger writes plain lines to stderr, from INFO
     (verbosity 0; debug at 1, warnings only at -1, as absl's levels)."""

@@ -57,6 +57,7 @@ def main(argv: List[str]) -> None:
     from tapas_tf.qa.console import read_table_file
     from tapas_tf.qa.tables import AskError
 
+    cli.quiet_logs_unless_asked()
     statement = " ".join(argv[1:]).strip()
     if not FLAGS.table or (argv[1:] and not statement):
         cli.fail(PROG, "the statement is empty; give one, or none to read statements from stdin" if FLAGS.table

@@ -31,6 +31,8 @@ from tapas_tf.features.table_encoding import (
     table_fingerprint,
 )
 
+logger = logging.getLogger(__name__)  # Quiet in the Python API (tapas_tf's NullHandler).
+
 Coordinates = Sequence[Tuple[int, int]]
 
 # Statistics of limits that were applied to an example without failing it.
@@ -227,7 +229,7 @@ class ExampleConverter:
         for name in (STAT_ROWS_DROPPED, STAT_CELLS_TRIMMED, STAT_RANKS_CLAMPED, STAT_ANSWER_CELLS_DROPPED):
             if stats[name] and name not in self._warned:
                 self._warned.add(name)
-                logging.warning("Limit applied (%s=%d) to question %s; further cases are only counted.",
+                logger.warning("Limit applied (%s=%d) to question %s; further cases are only counted.",
                                 name, stats[name], question_id)
 
 

@@ -270,8 +270,9 @@ def read_current_lite_model(model_dir: str, checkpoint: Optional[str] = None) ->
 @contextlib.contextmanager
 def _native_stderr_hidden() -> Iterator[None]:
     """Hides what native code writes to stderr inside (LiteRT's "Created TensorFlow Lite XNNPACK
-    delegate" line) when TF_CPP_MIN_LOG_LEVEL asks for quiet; an error inside shows it after all."""
-    if os.environ.get(_NATIVE_LOG_ENV, "0") in ("", "0"):
+    delegate" line) unless TF_CPP_MIN_LOG_LEVEL=0 asks for TensorFlow's native lines (as -v debug
+    does); an error inside shows it after all."""
+    if os.environ.get(_NATIVE_LOG_ENV) == "0":
         yield
         return
     saved = os.dup(2)

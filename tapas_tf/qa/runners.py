@@ -15,6 +15,8 @@ from typing import Optional
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.qa import lite_model
 
+logger = logging.getLogger(__name__)  # Quiet in the Python API (tapas_tf's NullHandler).
+
 
 def load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_compile: bool, precision: str):
     """(the runner `backend` picks for `model_dir`, the model's config): the directory's LiteRT copy
@@ -32,7 +34,7 @@ def load_runner(model_dir: str, checkpoint: Optional[str], backend: str, jit_com
             if backend == "lite":
                 raise
             if e.present:
-                logging.warning("%s; answering with TensorFlow", e)
+                logger.warning("%s; answering with TensorFlow", e)
     from tapas_tf.qa.tf_runner import TensorFlowRunner  # pylint: disable=import-outside-toplevel
 
     config = model_dir_lib.load_config(model_dir)

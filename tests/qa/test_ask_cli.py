@@ -255,3 +255,21 @@ def test_a_semicolon_separated_table_is_read_as_columns(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     answer = json.loads(result.stdout.splitlines()[0])
     assert answer["cells"] and {cell["column_name"] for cell in answer["cells"]} <= {"pylon", "height"}
+
+
+def test_stderr_is_quiet_by_default_and_v_shows_the_log_lines(tmp_path):
+    """What a pruned table costs is in the answer's notes; the log lines that say it too appear only
+    with -v. The Python API prints nothing of its own either (no WARNING:root:, no LiteRT line)."""
+    big = tmp_path / "big.csv"
+    big.write_text("city,population,note\n" + "".join(f"c{i},{13 * i},some longer text here\n"
+                                                      for i in range(700)))
+    quiet = _ask(f"--table={big}", "which city has population 130?")
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert quiet.stderr == "" and "The table was pruned to the " in quiet.stdout
+    loud = _ask(f"--table={big}", "-v", "0", "which city has population 130?")
+    assert "Pruned the table to " in loud.stderr and "Limit applied (cells_trimmed=" in loud.stderr
+    api = subprocess.run([sys.executable, "-c", "from tapas_tf import TableQA; "
+                          f"print(TableQA.from_model_dir().answer({str(big)!r}, 'which city?').summary)"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    assert api.returncode == 0 and api.stdout.strip() and api.stderr == "", api.stderr[-3000:]
