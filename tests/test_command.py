@@ -173,6 +173,7 @@ def test_sample_data_create_data_and_train(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert_quiet(result.stderr)
     assert PLAIN_PREFIX.search(result.stderr) and "train: 9 of 9 questions converted" in result.stderr
+    assert "WriteImpl" not in result.stderr and "Renamed" not in result.stderr  # Beam's file-sink chatter.
     report = json.loads((tmp_path / "data" / "conversion_report.json").read_text())
     assert report["splits"]["train"]["examples_written"] == 9 and report["config"]["max_seq_length"] == 128
 

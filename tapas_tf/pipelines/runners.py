@@ -1,8 +1,22 @@
 """Choosing the Beam runner of a data job, and telling whether its steps run in this process."""
 
+import logging
 from typing import Optional
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+
+# Beam's file sinks log every bundle at INFO ("*** WriteImpl min_shards undef ...", "Renamed 1
+# shards ...", "Starting finalize_write ..."): nine lines a split that say nothing to a user.
+FILE_SINK_LOGGERS = ("apache_beam.io.iobase", "apache_beam.io.filebasedsink")
+
+
+def quiet_file_sinks() -> None:
+    """Beam's file-sink chatter only at debug verbosity (a level the user chose is kept)."""
+    for name in FILE_SINK_LOGGERS:
+        sink_logger = logging.getLogger(name)
+        if sink_logger.level == logging.NOTSET and logging.getLogger().level > logging.DEBUG:
+            sink_logger.setLevel(logging.WARNING)
 
 
 def default_runner(options: PipelineOptions):
@@ -12,6 +26,7 @@ def default_runner(options: PipelineOptions):
     which fails on machines without internet; FnApiRunner is what it falls back
     to, and honours --direct_num_workers / --direct_running_mode.
     """
+    quiet_file_sinks()
     if options.view_as(StandardOptions).runner:
         return None
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
