@@ -3,6 +3,7 @@
     python experiments/bundle_model.py --role=conversation --model_dir=/tmp/exp/sqa_long --note="..." \
         --command="experiments/minilm_sqa_wtq.sh data" --command="..."
     python experiments/bundle_model.py --role=aggregation --model_dir=/tmp/exp/wtq_from_sqa --weights=int8 ...
+    python experiments/bundle_model.py --role=tabfact --model_dir=/tmp/exp/tabfact --checkpoint=... ...
 
 A bundle (`tapas_tf.checkpoints.bundled`: BUNDLED_DIR for the conversation model, AGGREGATION_DIR
 for the aggregation model) is a compact directory: float16 (or, with --weights=int8, int8) weights,
@@ -10,7 +11,8 @@ the model config, the vocabulary (the source's own, else the default BERT one it
 and in `compact.json` the commands that made it and its dev evaluations, read from the source's
 `predictions/`: SQA with the model's own previous answers (`dev_metrics.json`) and the gold ones
 (`dev_gold_previous_metrics.json`), required for the conversation model, and WTQ's denotation
-accuracy (`wtq_dev_metrics.json`), required for the aggregation model. Every bundled model's
+accuracy (`wtq_dev_metrics.json`), required for the aggregation model; TabFact's dev accuracy
+(`dev_metrics.json` of `--task=TABFACT`) for the TabFact model (TABFACT_DIR). Every bundled model's
 weights together (LiteRT copies included) must stay within MAX_BUNDLED_BYTES.
 """
 
@@ -24,7 +26,8 @@ from absl import app, flags
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "The fine-tuned model directory, evaluated on SQA dev both ways.")
 flags.DEFINE_string("checkpoint", None, "The checkpoint to bundle (the one evaluated); default the newest.")
-flags.DEFINE_enum("role", "conversation", ["conversation", "aggregation"], "Which bundled model this becomes.")
+flags.DEFINE_enum("role", "conversation", ["conversation", "aggregation", "tabfact"],
+                  "Which bundled model this becomes.")
 flags.DEFINE_string("out_dir", None, "Where to write; default the package's bundled directory of --role.")
 flags.DEFINE_multi_string("command", [], "The commands that made the model, in order.")
 flags.DEFINE_string("note", "", "A sentence on what the model is.")
@@ -44,18 +47,22 @@ def _metrics(model_dir: str, run: str) -> Dict[str, Any]:
 def main(argv: List[str]) -> None:
     del argv
     from tapas_tf.checkpoints import compact
-    from tapas_tf.checkpoints.bundled import (AGGREGATION_DIR, BUNDLED_DIR, MAX_BUNDLED_BYTES,
+    from tapas_tf.checkpoints.bundled import (AGGREGATION_DIR, BUNDLED_DIR, MAX_BUNDLED_BYTES, TABFACT_DIR,
                                               bundled_weights_bytes)
     from tapas_tf.features.vocab import resolve_vocab_file
 
     conversation = FLAGS.role == "conversation"
-    out_dir = FLAGS.out_dir or (BUNDLED_DIR if conversation else AGGREGATION_DIR)
+    default_dir = {"conversation": BUNDLED_DIR, "aggregation": AGGREGATION_DIR, "tabfact": TABFACT_DIR}
+    out_dir = FLAGS.out_dir or default_dir[FLAGS.role]
     notes = {"about": FLAGS.note, "role": FLAGS.role, "commands": FLAGS.command}
     predictions = os.path.join(FLAGS.model_dir, "predictions")
-    if conversation or os.path.exists(os.path.join(predictions, "dev_gold_previous_metrics.json")):
+    if FLAGS.role == "tabfact":  # TabFact dev (val) accuracy, from predict_and_evaluate --task=TABFACT.
+        notes["tabfact_dev"] = _metrics(FLAGS.model_dir, "dev")
+    elif conversation or os.path.exists(os.path.join(predictions, "dev_gold_previous_metrics.json")):
         notes["sqa_dev_predicted_previous"] = _metrics(FLAGS.model_dir, "dev")
         notes["sqa_dev_gold_previous"] = _metrics(FLAGS.model_dir, "dev_gold_previous")
-    if not conversation or os.path.exists(os.path.join(predictions, "wtq_dev_metrics.json")):
+    if FLAGS.role == "aggregation" or (conversation and os.path.exists(os.path.join(predictions,
+                                                                                     "wtq_dev_metrics.json"))):
         notes["wtq_dev"] = _metrics(FLAGS.model_dir, "wtq_dev")
     info = compact.write_compact_model_dir(FLAGS.model_dir, out_dir, checkpoint=FLAGS.checkpoint, notes=notes,
                                           weights=FLAGS.weights)
