@@ -19,22 +19,16 @@ from typing import List
 
 from absl import app, flags
 
-from tapas_tf import cli, model_flags
+from tapas_tf import cli, model_flags, table_flags
 
 PROG = "ask"
 FLAGS = flags.FLAGS
-flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
-flags.DEFINE_string("delimiter", None, "The CSV file's field separator (',', ';', '\\t' for a tab); default the "
-                    "one its first lines use: a comma, else a semicolon, tab or bar that splits every line alike.")
 flags.DEFINE_string("html", None, "Also write every answer and the table as a self-contained HTML page.")
 flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
                   "related to the question (else refuse it).")
-flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed (rows with answers are always shown).")
 flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on CPUs "
                   "with AVX512_BF16 or AMX; probabilities move by about 1e-2.")
-flags.DEFINE_bool("json", False, "Print each answer as one JSON line instead of the marked table.")
-flags.DEFINE_enum("backend", "auto", ["auto", "lite", "tensorflow"], "lite: the model directory's "
-                  "model.tflite, without TensorFlow (starts fast); auto: lite when it has a current one.")
+flags.adopt_module_key_flags(table_flags)  # --table, --json, --backend, ...
 flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --threshold, ... too.
 
 

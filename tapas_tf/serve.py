@@ -3,18 +3,14 @@
     python -m tapas_tf.serve                               # the bundled model, http://127.0.0.1:8000
     python -m tapas_tf.serve --model_dir=MODEL_DIR --port=8080
     python -m tapas_tf.serve --model=google/tapas-base-finetuned-wtq   # a released model, imported once
-    python -m tapas_tf.serve --tabfact_model_dir=TABFACT_DIR   # "check a statement" with this TabFact model
 
-Upload a CSV file (or load an example table), ask, follow up, start a new conversation, or check
-whether a statement about the table is true (with a TabFact model: --tabfact_model_dir, default the
-bundled one when the installation has it; it loads with the first statement). Ctrl-C or
-SIGTERM stops it after the requests in flight (exit 0). Errors are one line, `serve: error: ...`
-(exit 2 for a wrong command line); --verbosity=debug also shows TensorFlow's C++ start-up lines.
+Upload a CSV file (or load an example table), ask, follow up, start a new conversation, or check a
+statement (--tabfact_model_dir, docs/TABFACT.md). Ctrl-C or SIGTERM stops it after the requests in
+flight (exit 0). Errors are one line, `serve: error: ...`
+(exit 2 for a wrong command line); --verbosity=debug also shows TensorFlow's C++ lines.
 """
 
-import os
 import sys
-from typing import List
 
 from absl import app, flags
 
@@ -31,47 +27,23 @@ flags.DEFINE_integer("max_table_rows", 10_000, "The most body rows of an uploade
 flags.DEFINE_integer("max_table_columns", 1_000, "The most columns of an uploaded table.")
 flags.DEFINE_integer("max_upload_mb", 5, "The largest CSV file accepted, in MiB.")
 flags.DEFINE_bool("access_log", True, "Log a line per request (uvicorn's); start-up and errors are logged either way.")
-flags.DEFINE_bool("warm_up", True, "Trace the model at every sequence length before listening (seconds at "
-                  "start-up, so that no question waits for it).")
-flags.DEFINE_string("tabfact_model_dir", None, "A TabFact model directory for the page's \"check a statement\" "
-                    "mode; default the bundled TabFact model if this installation has one; 'none' turns it off.")
+flags.DEFINE_bool("warm_up", True, "Trace the model at every sequence length before listening (no question waits).")
+flags.DEFINE_string("tabfact_model_dir", None, "The TabFact model of the page's \"check a statement\" mode; "
+                    "default the bundled one, if installed; 'none': no such mode.")
 flags.adopt_module_key_flags(model_flags)  # --help lists --model_dir, --threshold, ... too.
 
 
-def _fact_checker_loader():
-    """A function that loads the TabFact model on first use, or None for no "check a statement" mode."""
-    from tapas_tf.checkpoints import bundled, model_dir
-    from tapas_tf.qa.fact_checker import TableFactChecker
-
-    directory = FLAGS.tabfact_model_dir
-    if directory and directory.lower() == "none":
-        return None
-    if directory is None:
-        if not model_dir.has_compact_weights(bundled.TABFACT_DIR):
-            return None
-        directory = bundled.TABFACT_DIR
-    model_dir.require_config(directory)  # A wrong path fails now, not with the first statement.
-
-    def load() -> TableFactChecker:
-        return TableFactChecker.from_model_dir(directory, vocab_file=FLAGS.vocab_file, name=load.name)
-
-    load.name = f"bundled {os.path.basename(directory)}" if directory == bundled.TABFACT_DIR else \
-        os.path.basename(os.path.normpath(directory))
-    return load
-
-
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     try:
         from tapas_tf.serving import web_app, web_sessions
     except ImportError as e:
         cli.fail(PROG, f"{e.name} is missing; install the web extra: pip install 'tapas-tf[web]'", cli.ERROR_EXIT_CODE)
     try:
-        limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20,
-                                        max_table_rows=FLAGS.max_table_rows,
-                                        max_table_columns=FLAGS.max_table_columns,
-                                        max_sessions=FLAGS.max_sessions)
+        limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20, max_table_rows=FLAGS.max_table_rows,
+                                        max_table_columns=FLAGS.max_table_columns, max_sessions=FLAGS.max_sessions)
         qa = model_flags.load_table_qa()
-        web = web_app.create_app(qa, limits, qa.name, fact_checker=_fact_checker_loader())
+        web = web_app.create_app(qa, limits, qa.name,
+                                 fact_checker=web_app.fact_checker_loader(FLAGS.tabfact_model_dir, FLAGS.vocab_file))
         if FLAGS.warm_up:
             qa.warm_up()
     except (FileNotFoundError, ValueError) as e:

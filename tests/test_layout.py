@@ -49,7 +49,7 @@ ALLOWED = {
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
                  "inference", "qa", "serving", "tasks", "task_registry", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
-                 "init_from_bert", "sample_data", "model_flags"},
+                 "init_from_bert", "sample_data", "model_flags", "table_flags"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
                "qa", "serving",
@@ -58,7 +58,7 @@ SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipeli
 # no imports of ours, so the data jobs may use it too), and thin command lines.
 SHARED_ROOT_MODULES = {"tasks", "cli"}
 ROOT_MODULES = SHARED_ROOT_MODULES | {"import_checkpoint", "init_from_bert", "sample_data", "ask", "serve",
-                                      "model_flags"}
+                                      "model_flags", "table_flags"}
 CLI_MAX_LINES = 60
 
 

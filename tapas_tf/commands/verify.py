@@ -20,19 +20,14 @@ from typing import List
 
 from absl import app, flags
 
-import tapas_tf.cli as cli
-from tapas_tf import model_flags  # noqa: F401 (defines --model_dir, --model, ... declared key flags below)
+import tapas_tf.cli as cli  # Not `from tapas_tf import ...`: rooms do not import the package (test_layout).
+import tapas_tf.model_flags as model_flags  # noqa: F401 (defines --model_dir, --model, ...: key flags below)
+import tapas_tf.table_flags as table_flags
 
 PROG = "verify"
 FLAGS = flags.FLAGS
-flags.DEFINE_string("table", None, "The table: a CSV file with a header row.")
-flags.DEFINE_string("delimiter", None, "The CSV file's field separator (',', ';', '\\t' for a tab); default the "
-                    "one its first lines use: a comma, else a semicolon, tab or bar that splits every line alike.")
-flags.DEFINE_bool("json", False, "Print each verdict as one JSON line instead of text and the table.")
+flags.adopt_module_key_flags(table_flags)  # --table, --json, --backend, ... as ask has them.
 flags.DEFINE_float("entailed_threshold", 0.5, "P(entailed) at or above which a statement is judged entailed.")
-flags.DEFINE_integer("max_rows_shown", 20, "Rows of the table printed after each verdict.")
-flags.DEFINE_enum("backend", "auto", ["auto", "lite", "tensorflow"], "lite: the model directory's "
-                  "model.tflite, without TensorFlow; auto: lite when it has a current one.")
 for _name in ("model_dir", "model", "model_revision", "vocab_file"):  # Shared with ask and serve.
     flags.declare_key_flag(_name)
 

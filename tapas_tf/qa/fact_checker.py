@@ -129,7 +129,7 @@ class TableFactChecker:
         runner, config = load_runner(model_dir, checkpoint, backend, jit_compile=False, precision="float32")
         local_vocab = os.path.join(model_dir, "vocab.txt")
         vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
-        tokenizer = TapasTokenizer(vocab, use_fast=runner.backend == "TensorFlow")
+        tokenizer = TapasTokenizer(vocab)
         encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
                                          tokenizer=tokenizer)
         return cls(runner, encoder, name, threshold)

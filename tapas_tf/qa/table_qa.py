@@ -200,8 +200,7 @@ class TableQA:
         rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
         local_vocab = os.path.join(model_dir, "vocab.txt")
         vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
-        # tensorflow-text's tokenizer (equal output on printable ASCII) would load TensorFlow.
-        tokenizer = TapasTokenizer(vocab, use_fast=runner.backend == "TensorFlow")
+        tokenizer = TapasTokenizer(vocab)
         encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
                                          tokenizer=tokenizer)
         return cls(runner, encoder, rule, name, aggregation_model, Calibration.load(model_dir))

@@ -133,6 +133,30 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
 
 
 @contextlib.asynccontextmanager
+def fact_checker_loader(directory: Optional[str], vocab_file: Optional[str] = None
+                        ) -> Optional[Callable[[], TableFactChecker]]:
+    """For `create_app(fact_checker=...)`: a function that loads the TabFact model in `directory` on
+    first use (default the bundled one, if the installation has it), or None for no "check a
+    statement" mode ("none", or nothing bundled). A directory without a model config fails now."""
+    from tapas_tf.checkpoints import bundled, model_dir  # pylint: disable=import-outside-toplevel
+
+    if directory and directory.lower() == "none":
+        return None
+    if directory is None:
+        if not model_dir.has_compact_weights(bundled.TABFACT_DIR):
+            return None
+        directory = bundled.TABFACT_DIR
+    model_dir.require_config(directory)
+    name = (f"bundled {os.path.basename(directory)}" if directory == bundled.TABFACT_DIR
+            else os.path.basename(os.path.normpath(directory)))
+
+    def load() -> TableFactChecker:
+        return TableFactChecker.from_model_dir(directory, vocab_file=vocab_file, name=name)
+
+    load.name = name  # type: ignore[attr-defined]  # For /api/info before the model loads.
+    return load
+
+
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     yield
     # After the requests in flight: uvicorn waits for them (at most _GRACEFUL_SECONDS) first.

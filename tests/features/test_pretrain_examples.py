@@ -333,7 +333,7 @@ def test_examples_are_identical_in_another_process(tokenizer):
         "from tapas_tf.features.pretrain_examples import PretrainExampleMaker\n"
         "from tapas_tf.features.tokenization import TapasTokenizer\n"
         "maker = PretrainExampleMaker(PretrainConfig(vocab_file=sys.argv[1], max_seq_length=40),\n"
-        "                             TapasTokenizer(sys.argv[1], use_fast=False))\n"
+        "                             TapasTokenizer(sys.argv[1]))\n"
         "print(_digest(maker.make(_interaction(texts=[('SEGMENT_TEXT', LONG_TEXT)]))))\n")
     env = dict(os.environ, PYTHONHASHSEED="123", PYTHONPATH=ROOT)
     output = subprocess.run([sys.executable, "-c", script, tokenizer.vocab_file], env=env, cwd=ROOT,

@@ -17,11 +17,8 @@ import pytest
 
 from tapas_tf.features import tokenization
 from tapas_tf.features.tokenization import TapasTokenizer
+from tests.features.bert_reference_tokenization import reference_tokenize
 from tests.vocab_fixture import write_test_vocab
-
-# Only for the fast path, which uses tensorflow-text.
-tf = pytest.importorskip("tensorflow")
-tf_text = pytest.importorskip("tensorflow_text")
 
 _EXTRA_WORDS = ("cafe", "##²", "中", "国")
 
@@ -31,9 +28,9 @@ def vocab_file(tmp_path_factory):
     return write_test_vocab(tmp_path_factory.mktemp("vocab") / "vocab.txt", _EXTRA_WORDS)
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["fast", "python"])
-def tokenizer(request, vocab_file):
-    return TapasTokenizer(vocab_file, use_fast=request.param)
+@pytest.fixture(scope="module")
+def tokenizer(vocab_file):
+    return TapasTokenizer(vocab_file)
 
 
 def _write_lines(path, lines):
@@ -111,7 +108,7 @@ def test_ascii_strings(tokenizer, text, expected):
         ("CAFÉ", ["cafe"]),
         ("cafe\u0301", ["cafe"]),  # Already decomposed.
         ("Naïve", ["n", "##a", "##i", "##v", "##e"]),
-        # BERT keeps "²" (NFD, not NFKD); FastBertTokenizer would say "km ##2".
+        # BERT keeps "²" (NFD, not NFKD); tensorflow-text's FastBertTokenizer says "km ##2".
         ("km²", ["km", "##²"]),
         # BERT keeps "ß"; with no piece for it the word is [UNK] (fast: "strasse").
         ("Straße", ["[UNK]"]),
@@ -136,7 +133,7 @@ def test_non_ascii_strings(tokenizer, text, expected):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        # BERT deletes ASCII control characters; FastBertTokenizer splits on them.
+        # BERT deletes ASCII control characters (tensorflow-text's FastBertTokenizer splits on them).
         ("a\x0cb", ["a", "##b"]),
         ("a\x0bb", ["a", "##b"]),
         ("a\x00b", ["a", "##b"]),
@@ -144,23 +141,11 @@ def test_non_ascii_strings(tokenizer, text, expected):
         ("a\x7fb", ["a", "##b"]),
     ],
 )
-def test_ascii_control_characters_take_python_path(tokenizer, text, expected):
-    assert not tokenization.is_fast_path_safe(text)
+def test_ascii_control_characters_are_deleted(tokenizer, text, expected):
     assert tokenizer.tokenize(text) == expected
 
 
-def test_fast_bert_tokenizer_differs_where_routed(vocab_file):
-    """Pins the tensorflow-text behaviour that the routing works around."""
-    fast = tf_text.FastBertTokenizer(
-        vocab=tokenization.load_vocab(vocab_file),
-        token_out_type=tf.string,
-        lower_case_nfd_strip_accents=True,
-    )
-    pieces = fast.tokenize(["a\x0cb", "km²"]).to_list()
-    assert pieces == [[b"a", b"b"], [b"km", b"##2"]]
-
-
-def test_batch_keeps_order_across_paths(tokenizer):
+def test_batch_keeps_order(tokenizer):
     texts = ["km²", "Hello, World!", "", "a\x0cb", "中国city", "players"]
     expected = [
         ["km", "##²"],
@@ -175,11 +160,6 @@ def test_batch_keeps_order_across_paths(tokenizer):
         tokenizer.convert_tokens_to_ids(pieces) for pieces in expected
     ]
     assert tokenizer.tokenize_batch([]) == []
-
-
-def test_python_tokenize_matches(vocab_file):
-    tokenizer = TapasTokenizer(vocab_file)
-    assert tokenizer.python_tokenize("Hello, World!") == ["hello", ",", "world", "!"]
 
 
 def test_bad_input_raises(tokenizer):
@@ -275,13 +255,18 @@ def test_fixture_rejects_whitespace_words(tmp_path):
         write_test_vocab(tmp_path / "vocab.txt", ["two words"])
 
 
-# --- Fast path equals the Python path on ASCII --------------------------------
+# --- Equal to BERT's reference tokeniser on random text --------------------------------
 
 
-def _random_ascii_texts(rng: random.Random, count: int) -> list[str]:
-    """Printable ASCII with tab/newline/CR: words, numbers, punctuation, long words."""
-    words = ["the", "Name", "POPULATION", "players", "win", "x", "qz", "1999", "3.5", "U.S."]
-    alphabet = string.ascii_letters + string.digits + string.punctuation + " \t\n\r"
+# Beyond ASCII: accents (composed and not), CJK, Hangul, symbols, Unicode punctuation and spaces,
+# format and control characters, U+FFFD, ligatures.
+_OTHER_CHARACTERS = "éÉèüÜñßøÅçœﬁİı²³½€£¥©™°µ中国東京서울ひらがなД—–…“”«»¡¿\u00a0\u2009\u200b\u2028\ufeff\ufffd\x00\x0c\x7f\u0301"
+
+
+def _random_texts(rng: random.Random, count: int) -> list[str]:
+    """Words, numbers, punctuation, long words, ASCII and not."""
+    words = ["the", "Name", "POPULATION", "players", "win", "x", "qz", "1999", "3.5", "U.S.", "Café", "km²"]
+    alphabet = string.ascii_letters + string.digits + string.punctuation + " \t\n\r" + _OTHER_CHARACTERS
     texts = []
     for _ in range(count):
         parts = []
@@ -310,23 +295,23 @@ def _sparse_vocab(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("which_vocab", ["fixture", "sparse"])
-def test_fast_path_equals_python_path_on_ascii(tmp_path, vocab_file, which_vocab):
+def test_equal_to_berts_reference_on_random_text(tmp_path, vocab_file, which_vocab):
     path = vocab_file if which_vocab == "fixture" else _sparse_vocab(tmp_path)
-    texts = _random_ascii_texts(random.Random(1234), 1500)
-    assert all(tokenization.is_fast_path_safe(text) for text in texts)
-    fast = TapasTokenizer(path, use_fast=True).tokenize_batch(texts)
-    python = TapasTokenizer(path, use_fast=False).tokenize_batch(texts)
-    differing = [text for text, a, b in zip(texts, fast, python) if a != b]
+    texts = _random_texts(random.Random(1234), 3000)
+    ours = TapasTokenizer(path).tokenize_batch(texts)
+    vocab = set(tokenization.load_vocab(path))
+    reference = [reference_tokenize(text, vocab) for text in texts]
+    differing = [text for text, a, b in zip(texts, ours, reference) if a != b]
     assert differing == []
     # The sample does reach the cases worth comparing.
-    flat = [piece for pieces in python for piece in pieces]
+    flat = [piece for pieces in reference for piece in pieces]
     assert "[UNK]" in flat and any(piece.startswith("##") for piece in flat)
+    assert sum(not text.isascii() for text in texts) > 1000
 
 
 def test_pickle_round_trip(vocab_file):
-    tokenizer = TapasTokenizer(vocab_file, use_fast=True)
+    tokenizer = TapasTokenizer(vocab_file)
     before = tokenizer.tokenize_batch(["Hello, World!", "km²"])
     restored = pickle.loads(pickle.dumps(tokenizer))
     assert restored.vocab_file == vocab_file
-    assert restored.use_fast
     assert restored.tokenize_batch(["Hello, World!", "km²"]) == before
