@@ -160,3 +160,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for key, value in {**headers, "Content-Length": "0"}.items():
             self.send_header(key, value)
         self.end_headers()
+
+
+def use_local_hub(monkeypatch, url: str, cache_root) -> None:
+    """Points huggingface_hub and tapas-tf at the server `url`, with every cache under `cache_root`,
+    online, without a token and without progress bars."""
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache_root / "hf_cache"))
+    monkeypatch.setenv("TAPAS_TF_CACHE", str(cache_root / "tapas_cache"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)

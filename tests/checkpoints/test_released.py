@@ -12,7 +12,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import zipfile
@@ -26,7 +25,7 @@ from safetensors.numpy import save as save_safetensors  # noqa: E402
 import tapas_tf  # noqa: E402
 from tapas_tf.checkpoints import download, hf, importer as ic, released  # noqa: E402
 from tapas_tf.checkpoints.released import ReleasedModelError  # noqa: E402
-from tests.checkpoints.release_server import ReleaseServer  # noqa: E402
+from tests.checkpoints.release_server import ReleaseServer, use_local_hub  # noqa: E402
 from tests.checkpoints.test_importer import (  # noqa: E402
     _assert_same_weights,
     _hf_config,
@@ -74,30 +73,8 @@ def server(fixture_model, tmp_path, monkeypatch):
     with ReleaseServer() as running:
         running.add_repo(REPO, fixture_model["hf_files"])
         running.add_file(ZIP_PATH, fixture_model["zip"])
-        monkeypatch.setenv("HF_ENDPOINT", running.url)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_cache"))
-        monkeypatch.setenv("TAPAS_TF_CACHE", str(tmp_path / "tapas_cache"))
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
+        use_local_hub(monkeypatch, running.url, tmp_path)
         yield running
-
-
-@pytest.fixture
-def forbid_network(monkeypatch):
-    """forbid_network() makes every later socket connection fail, and returns the attempts made."""
-    attempts = []
-
-    def refuse(self, address):
-        attempts.append(address)
-        raise OSError(f"the test forbids connecting to {address}")
-
-    def arm():
-        monkeypatch.setattr(socket.socket, "connect", refuse)
-        return attempts
-
-    return arm
 
 
 def _zip_url(server) -> str:

@@ -12,7 +12,6 @@ from a tiny random TabFact model, with its classifier as `output_weights_cls`, `
 import io
 import json
 import os
-import socket
 import zipfile
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -28,7 +27,7 @@ from tapas_tf.checkpoints import importer as ic, released  # noqa: E402
 from tapas_tf.qa.fact_checker import TableFactChecker, entailed_probability  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.tasks import TABFACT_PRESET  # noqa: E402
-from tests.checkpoints.release_server import ReleaseServer  # noqa: E402
+from tests.checkpoints.release_server import ReleaseServer, use_local_hub  # noqa: E402
 from tests.checkpoints.test_importer import _assert_same_weights, _random_model, _write_tf1  # noqa: E402
 from tests.checkpoints.test_released import _one_line_error  # noqa: E402
 from tests.model_fixtures import tiny_config  # noqa: E402
@@ -94,30 +93,8 @@ def server(tabfact_release, tmp_path, monkeypatch):
         running.add_repo(QA_REPO, _repo_files(architectures=["TapasForQuestionAnswering"]))
         running.add_file(TABFACT_ZIP, tabfact_release["zip"])
         running.add_file(QA_ZIP, b"never downloaded")
-        monkeypatch.setenv("HF_ENDPOINT", running.url)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_cache"))
-        monkeypatch.setenv("TAPAS_TF_CACHE", str(tmp_path / "tapas_cache"))
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
+        use_local_hub(monkeypatch, running.url, tmp_path)
         yield running
-
-
-@pytest.fixture
-def forbid_network(monkeypatch):
-    """forbid_network() makes every later socket connection fail, and returns the attempts made."""
-    attempts = []
-
-    def refuse(self, address):
-        attempts.append(address)
-        raise OSError(f"the test forbids connecting to {address}")
-
-    def arm():
-        monkeypatch.setattr(socket.socket, "connect", refuse)
-        return attempts
-
-    return arm
 
 
 def _check_case(checker, case):
