@@ -385,7 +385,8 @@ def check_question(question: object, limits: WebLimits, kind: str = "question") 
     if not isinstance(question, str) or not question.strip():
         raise AskError(f"the {kind} is empty: type a {kind} about the table")
     if len(question) > limits.max_question_chars:
-        raise AskError(f"the {kind} has {len(question):,} characters; write it in at most "
+        verb = "ask in" if kind == "question" else "write it in"
+        raise AskError(f"the {kind} has {len(question):,} characters; {verb} at most "
                        f"{limits.max_question_chars:,}")
     return question.strip()
 
