@@ -18,6 +18,7 @@ in the value that decides it, as in TabFact. Text is lowercased like the release
 """
 
 import dataclasses
+import functools
 import random
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -71,19 +72,27 @@ class StatementTable:
 
     def numeric_columns(self) -> List[int]:
         """Columns whose every non-empty cell is a number, with at least three numbers."""
+        return list(self._numeric_columns)
+
+    def key_column(self) -> Optional[int]:
+        """The first non-numeric column whose cells name their rows (all distinct, non-empty)."""
+        return self._key_column
+
+    # Every template asks for these, several times per table: each cell is parsed once.
+    @functools.cached_property
+    def _numeric_columns(self) -> Tuple[int, ...]:
         found = []
         for index in range(len(self.header)):
             values = [cell for cell in self.column(index) if cell not in ("", "-")]
             if len(values) >= 3 and all(parse_number(cell) is not None for cell in values):
                 found.append(index)
-        return found
+        return tuple(found)
 
-    def key_column(self) -> Optional[int]:
-        """The first non-numeric column whose cells name their rows (all distinct, non-empty)."""
-        numeric = set(self.numeric_columns())
+    @functools.cached_property
+    def _key_column(self) -> Optional[int]:
         for index in range(len(self.header)):
             values = self.column(index)
-            if index not in numeric and all(values) and len(set(values)) == len(values):
+            if index not in self._numeric_columns and all(values) and len(set(values)) == len(values):
                 return index
         return None
 
@@ -163,14 +172,23 @@ def is_total_row(row: Sequence[str]) -> bool:
     return any(cell in TOTAL_WORDS for cell in row)
 
 
-def _superlative(table: StatementTable, rng: random.Random) -> Optional[Tuple[Statement, Statement]]:
-    """"<key> has the highest <column>" for the row that has it, and for another row."""
-    key = table.key_column()
-    numeric = table.numeric_columns()
+def _key_and_numbers(table: StatementTable, rng: random.Random
+                     ) -> Optional[Tuple[int, int, List[Tuple[float, List[str]]]]]:
+    """(key column, a numeric column chosen at random, its rows with their numbers), or None when the
+    table has no column naming its rows or no numeric column."""
+    key, numeric = table.key_column(), table.numeric_columns()
     if key is None or not numeric:
         return None
     column = rng.choice(numeric)
-    rows = _numeric_rows(table, column)
+    return key, column, _numeric_rows(table, column)
+
+
+def _superlative(table: StatementTable, rng: random.Random) -> Optional[Tuple[Statement, Statement]]:
+    """"<key> has the highest <column>" for the row that has it, and for another row."""
+    picked = _key_and_numbers(table, rng)
+    if picked is None:
+        return None
+    key, column, rows = picked
     highest = rng.random() < 0.5
     best = (max if highest else min)(value for value, _ in rows)
     winners = [row for value, row in rows if value == best]
@@ -187,12 +205,10 @@ def _superlative(table: StatementTable, rng: random.Random) -> Optional[Tuple[St
 
 def _comparison(table: StatementTable, rng: random.Random) -> Optional[Tuple[Statement, Statement]]:
     """"<key a> has a higher <column> than <key b>", true one way round and false the other."""
-    key = table.key_column()
-    numeric = table.numeric_columns()
-    if key is None or not numeric:
+    picked = _key_and_numbers(table, rng)
+    if picked is None:
         return None
-    column = rng.choice(numeric)
-    rows = _numeric_rows(table, column)
+    key, column, rows = picked
     if len(rows) < 2:
         return None
     (value_a, row_a), (value_b, row_b) = rng.sample(rows, 2)

@@ -28,6 +28,7 @@ from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
 from tapas_tf.features.classifier_examples import ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
 from tapas_tf.inference import metrics as metrics_lib  # noqa: E402
+from tapas_tf.inference.decoding import entailed_probability  # noqa: E402
 from tapas_tf.inference.sequential import (  # noqa: E402
     PREDICTIONS_DIR,
     BatchPredictor,
@@ -60,10 +61,8 @@ class ClassificationOutcome:
 
 
 def softmax_probability(logits: np.ndarray) -> float:
-    """P(class 1) of two logits <float32>[2], computed stably."""
-    logits = np.asarray(logits, np.float64)
-    shifted = np.exp(logits - logits.max())
-    return float(shifted[1] / shifted.sum())
+    """P(class 1) of two logits [2] (`decoding.entailed_probability` of one row)."""
+    return float(entailed_probability(np.asarray(logits)[None])[0])
 
 
 def classification_metrics(predictions: Sequence[ClassPrediction]) -> Dict[str, object]:

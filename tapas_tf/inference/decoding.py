@@ -344,3 +344,14 @@ def coordinates_to_label_ids(
     for row, column in (check_coordinate(c) for c in coordinates):
         labels[(rows == row + 1) & (columns == column + 1)] = 1
     return labels
+
+
+# A statement classifier's labels (TabFact, Hugging Face): 1 entailed, 0 refuted.
+ENTAILED_LABEL = 1
+
+
+def entailed_probability(logits: np.ndarray) -> np.ndarray:
+    """<float64>[batch] P(label 1) from classification logits [batch, 2], a stable softmax."""
+    logits = np.asarray(logits, np.float64)
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exp[:, ENTAILED_LABEL] / exp.sum(axis=-1)

@@ -20,8 +20,9 @@ clamped. Serving clients use this encoder too, with `decoding` and `ask_results`
 import collections
 import dataclasses
 import logging
+import os
 import threading
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from tapas_tf.features.conversion_config import ConversionConfig, ConversionErro
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
 from tapas_tf.features.table_encoding import table_fingerprint
 from tapas_tf.features.tokenization import TapasTokenizer
+from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.qa import pruning
 from tapas_tf.qa.tables import AskError, TableLike, read_table, table_from_frame
 
@@ -87,6 +89,17 @@ class EncodedQuestion:
     alternative: Optional["EncodedQuestion"] = None
 
 
+def bucket_batches(encoded: Sequence[EncodedQuestion], batch_size: int) -> Iterator[Tuple[int, List[int]]]:
+    """(length, indices): the positions of `encoded` in batches of at most `batch_size` that share a
+    bucket length, in order of first appearance; one model call each."""
+    by_length: Dict[int, List[int]] = {}
+    for index, item in enumerate(encoded):
+        by_length.setdefault(len(item.features["input_ids"]), []).append(index)
+    for length, indices in by_length.items():
+        for start in range(0, len(indices), batch_size):
+            yield length, indices[start:start + batch_size]
+
+
 def bucket_length(length: int, buckets: Sequence[int]) -> int:
     """The smallest bucket that holds `length` tokens."""
     for bucket in buckets:
@@ -127,6 +140,15 @@ class TableEncoder:
             max_column_id=model_config.type_vocab_sizes[1], max_row_id=model_config.type_vocab_sizes[2],
             fail_on_dropped_answers=False)
         return cls(config, trained_rows=model_config.max_num_rows - 1, prune=prune, **options)
+
+    @classmethod
+    def for_model_dir(cls, model_dir: str, model_config, vocab_file: Optional[str] = None, prune: bool = True,
+                      max_seq_length: Optional[int] = None) -> "TableEncoder":
+        """`for_model` with the model directory's vocabulary: `vocab_file`, else the directory's
+        vocab.txt, else BERT's uncased vocabulary (with `[EMPTY]`), which every released TAPAS model uses."""
+        local_vocab = os.path.join(model_dir, "vocab.txt")
+        vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
+        return cls.for_model(model_config, vocab, prune=prune, max_seq_length=max_seq_length)
 
     @property
     def max_table_shape(self) -> Tuple[int, int]:

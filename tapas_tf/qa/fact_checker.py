@@ -28,14 +28,12 @@ import pandas as pd
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.checkpoints.bundled import bundled_tabfact_model_dir
-from tapas_tf.features.tokenization import TapasTokenizer
-from tapas_tf.features.vocab import resolve_vocab_file
-from tapas_tf.qa.ask_encoding import EncodedQuestion, TableEncoder
+from tapas_tf.inference.decoding import entailed_probability  # noqa: F401 (part of this API)
+from tapas_tf.qa.ask_encoding import EncodedQuestion, TableEncoder, bucket_batches
 from tapas_tf.qa.backends import BACKENDS
 from tapas_tf.qa.runners import load_runner
 from tapas_tf.qa.tables import AskError, TableLike
 
-ENTAILED_LABEL = 1  # Label 1 = entailed, 0 = refuted, as in TabFact and Hugging Face.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,14 +66,6 @@ class VerifyResult:
         return {"statement": self.statement, "entailed": self.entailed, "verdict": self.verdict,
                 "probability": round(self.probability, 6), "model": self.model,
                 "diagnostics": list(self.diagnostics)}
-
-
-def entailed_probability(logits: np.ndarray) -> np.ndarray:
-    """<float32>[batch] P(label 1) from classification logits <float32>[batch, 2] (a stable softmax)."""
-    logits = np.asarray(logits, np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return (exp[:, ENTAILED_LABEL] / exp.sum(axis=-1)).astype(np.float32)
 
 
 class TableFactChecker:
@@ -127,11 +117,8 @@ class TableFactChecker:
             raise ValueError(f"{model_dir}: the model has {config.num_classification_labels} classification "
                              "labels; a TabFact model has 2 (refuted, entailed)")
         runner, config = load_runner(model_dir, checkpoint, backend, jit_compile=False, precision="float32")
-        local_vocab = os.path.join(model_dir, "vocab.txt")
-        vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
-        tokenizer = TapasTokenizer(vocab)
-        encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
-                                         tokenizer=tokenizer)
+        encoder = TableEncoder.for_model_dir(model_dir, config, vocab_file, prune=prune,
+                                             max_seq_length=max_seq_length)
         return cls(runner, encoder, name, threshold)
 
     @classmethod
@@ -169,14 +156,9 @@ class TableFactChecker:
         prepared = self.encoder.prepare(table)
         encoded = [self.encoder.encode(prepared, statement) for statement in statements]
         probabilities = np.zeros(len(encoded), np.float32)
-        by_length: dict = {}
-        for index, item in enumerate(encoded):
-            by_length.setdefault(len(item.features["input_ids"]), []).append(index)
-        for length, indices in by_length.items():
-            for start in range(0, len(indices), batch_size):
-                chunk = indices[start:start + batch_size]
-                outputs = self.runner(length, [encoded[i].features for i in chunk])
-                probabilities[chunk] = entailed_probability(outputs["classification_logits"])
+        for length, chunk in bucket_batches(encoded, batch_size):
+            outputs = self.runner(length, [encoded[i].features for i in chunk])
+            probabilities[chunk] = entailed_probability(outputs["classification_logits"])
         return [self._result(item, float(p)) for item, p in zip(encoded, probabilities)]
 
     def _result(self, encoded: EncodedQuestion, probability: float) -> VerifyResult:

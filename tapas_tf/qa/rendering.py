@@ -27,6 +27,15 @@ def _rows_to_show(num_rows: int, selected_rows: Set[int], max_rows: int) -> List
     return sorted(set(range(min(num_rows, max_rows))) | selected_rows)
 
 
+def _grid(header: List[str], lines: List[List[str]]) -> List[str]:
+    """The header and rows as aligned text lines, columns apart by " | ", a rule under the header."""
+    widths = [max(len(line[i]) for line in [header] + lines) for i in range(len(header))]
+    formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
+                 for line in [header] + lines]
+    formatted.insert(1, "-+-".join("-" * width for width in widths))
+    return formatted
+
+
 def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int = 20) -> str:
     """The answer line, diagnostics, and the table with selected cells as `*text*`."""
     selected = set(result.coordinates)
@@ -41,10 +50,7 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
                  for column, cell in enumerate(table.rows[row].cells)]
         lines.append([str(row)] + cells)
         previous = row
-    widths = [max(len(line[i]) for line in [header] + lines) for i in range(len(header))]
-    formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
-                 for line in [header] + lines]
-    formatted.insert(1, "-+-".join("-" * width for width in widths))
+    formatted = _grid(header, lines)
     if shown and shown[-1] < len(table.rows) - 1:  # Below the table: it would widen the "#" column.
         formatted.append(f"… {len(table.rows) - 1 - shown[-1]} more rows")
     answer = [f"Q: {result.question}", f"A: {result.summary}"]
@@ -144,10 +150,7 @@ def render_verdict_text(result, max_rows: int = 20) -> str:
     header = ["#"] + [_clip(str(name)) for name in table.columns]
     body = [[str(index)] + [_clip(str(text)) for text in row]
             for index, row in zip(table.index[:max_rows], table.values[:max_rows].tolist())]
-    widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
-    formatted = [" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
-                 for line in [header] + body]
-    formatted.insert(1, "-+-".join("-" * width for width in widths))
+    formatted = _grid(header, body)
     if len(table) > max_rows:
         formatted.append(f"… {len(table) - max_rows} more rows")
     return "\n".join(lines + [""] + formatted)

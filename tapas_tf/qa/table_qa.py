@@ -51,8 +51,6 @@ import pandas as pd
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.checkpoints.bundled import BUNDLED_ROOT, bundled_aggregation_model_dir, bundled_model_dir
-from tapas_tf.features.tokenization import TapasTokenizer
-from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa.answer_notes import CANNOT_AGGREGATE, answer_notes, total_rows
 from tapas_tf.qa.ask_encoding import (
@@ -60,6 +58,7 @@ from tapas_tf.qa.ask_encoding import (
     EncodedQuestion,
     PreparedTable,
     TableEncoder,
+    bucket_batches,
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.backends import BACKENDS, PRECISIONS
@@ -198,11 +197,8 @@ class TableQA:
                                             rule=rule, aggregation_model_dir="", **decoding))
         runner, config = load_runner(model_dir, checkpoint, backend, jit_compile, precision)
         rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
-        local_vocab = os.path.join(model_dir, "vocab.txt")
-        vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
-        tokenizer = TapasTokenizer(vocab)
-        encoder = TableEncoder.for_model(config, vocab, prune=prune, max_seq_length=max_seq_length,
-                                         tokenizer=tokenizer)
+        encoder = TableEncoder.for_model_dir(model_dir, config, vocab_file, prune=prune,
+                                             max_seq_length=max_seq_length)
         return cls(runner, encoder, rule, name, aggregation_model, Calibration.load(model_dir))
 
     @classmethod
@@ -324,18 +320,13 @@ class TableQA:
     def _run_here(self, encoded: Sequence[EncodedQuestion], batch_size: int) -> List[AskResult]:
         """This model's results for `encoded`, batched by bucket length."""
         results: List[Optional[AskResult]] = [None] * len(encoded)
-        by_length: Dict[int, List[int]] = {}
-        for index, item in enumerate(encoded):
-            by_length.setdefault(len(item.features["input_ids"]), []).append(index)
-        for length, indices in by_length.items():
-            for start in range(0, len(indices), batch_size):
-                chunk = indices[start:start + batch_size]
-                outputs = self._call(length, [encoded[i].features for i in chunk])
-                for row, index in enumerate(chunk):
-                    logits = outputs.get("aggregation_logits")
-                    result = decode_answer(encoded[index], outputs["probabilities"][row],
-                                           None if logits is None else logits[row], self.rule)
-                    results[index] = self._finish(result, encoded[index])
+        for length, chunk in bucket_batches(encoded, batch_size):
+            outputs = self._call(length, [encoded[i].features for i in chunk])
+            for row, index in enumerate(chunk):
+                logits = outputs.get("aggregation_logits")
+                result = decode_answer(encoded[index], outputs["probabilities"][row],
+                                       None if logits is None else logits[row], self.rule)
+                results[index] = self._finish(result, encoded[index])
         return results
 
     def _finish(self, result: AskResult, encoded: EncodedQuestion) -> AskResult:

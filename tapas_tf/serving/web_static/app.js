@@ -143,21 +143,31 @@ function addAnswer(view, roundTripMs) {
   const notes = document.createElement("ul");
   notes.className = "notes";
   fillList(notes, view.answer_notes);
-  const details = document.createElement("details");
-  const summary = document.createElement("summary");
-  summary.textContent = "Details";
-  const detailList = document.createElement("ul");
-  fillList(detailList, [...view.details, `The model took ${formatMs(view.elapsed_ms)}; the answer reached ` +
-    `this page after ${formatMs(roundTripMs)}.`]);
-  details.append(summary, detailList);
   item.append(
     paragraph("question", `Q: ${view.question}`),
     paragraph("answer", `A: ${view.answer_line}`),
     paragraph("operator", view.working),
     notes,
     paragraph("timing", `${view.answered_by} in ${formatMs(roundTripMs)}`),
-    details,
+    detailsFolded(view, "answer", roundTripMs),
   );
+  appendLatest(item);
+}
+
+/** The "Details" fold of an answer or a verdict: the server's details, then the times. */
+function detailsFolded(view, what, roundTripMs) {
+  const details = document.createElement("details");
+  const summary = document.createElement("summary");
+  summary.textContent = "Details";
+  const detailList = document.createElement("ul");
+  fillList(detailList, [...view.details, `The model took ${formatMs(view.elapsed_ms)}; the ${what} reached ` +
+    `this page after ${formatMs(roundTripMs)}.`]);
+  details.append(summary, detailList);
+  return details;
+}
+
+/** Adds an item to the conversation as its latest, and keeps it in view. */
+function appendLatest(item) {
   const conversation = byId("conversation");
   conversation.querySelector("li.latest")?.classList.remove("latest");
   item.classList.add("latest");
@@ -186,21 +196,9 @@ function addVerdict(view, roundTripMs) {
   const item = document.createElement("li");
   item.className = `verdict ${view.entailed ? "entailed" : "refuted"}`;
   item.dataset.probability = view.probability;
-  const details = document.createElement("details");
-  const summary = document.createElement("summary");
-  summary.textContent = "Details";
-  const detailList = document.createElement("ul");
-  fillList(detailList, [...view.details, `The model took ${formatMs(view.elapsed_ms)}; the verdict reached ` +
-    `this page after ${formatMs(roundTripMs)}.`]);
-  details.append(summary, detailList);
   item.append(paragraph("question", `Statement: ${view.statement}`), paragraph("answer", view.verdict_line),
-              details);
-  const conversation = byId("conversation");
-  conversation.querySelector("li.latest")?.classList.remove("latest");
-  item.classList.add("latest");
-  conversation.append(item);
-  conversation.scrollTop = conversation.scrollHeight;
-  item.scrollIntoView({block: "nearest"});
+              detailsFolded(view, "verdict", roundTripMs));
+  appendLatest(item);
 }
 
 async function verify() {
