@@ -1,53 +1,39 @@
 """Beam job: a task's release files -> interactions and classifier TFRecords.
 
-    python beam_jobs/create_task_data.py --task=SQA --input_dir=DIR --output_dir=DIR \
-        --vocab_file=vocab.txt [--runner=DirectRunner --direct_num_workers=2 ...]
-    python beam_jobs/create_task_data.py --task_module=my_task.py --task=MY_TASK ...
+    report = run_create_data("SQA", input_dir, output_dir, conversion_config("SQA", vocab_file))
 
-Every task is read by the reader its registration names (`tapas_tf.task_registry`); --task_module
-loads a module of yours that registers more (docs/ADDING_A_TASK.md).
+The job's command line is `tapas-tf create-data` (`python run_task.py --mode=create_data`,
+`tapas_tf.commands.run_task`), which builds the `ConversionConfig` from its flags and hands what
+it does not define to Beam's `PipelineOptions`. Every task is read by the reader its registration
+names (`tapas_tf.task_registry`); `--task_module` loads a module of yours that registers more
+(docs/ADDING_A_TASK.md).
 
 Rows of tables that do not fit are dropped in dev and test (so that every evaluation question is
-converted) and not in train, unless --drop_rows_to_fit or --nodrop_rows_to_fit sets it for every
-split. TensorFlow's C++ start-up lines are hidden unless --verbosity=debug (`tapas_tf.cli`).
+converted) and not in train, unless `config.drop_rows_to_fit` is set for every split.
 
 Writes, per split: `interactions/{split}.tfrecord`, `tf_examples/{split}.tfrecord`
 and `failures/{split}.tsv` (file, lines, question id, reason, message: every input line or
 question that did not become an example), then `conversion_report.json`, which accounts for
 every line and question of every split (docs/DATA_CONTRACT.md).
-
-While it runs, the questions and interactions done so far are shown on stderr: a live line on a
-terminal, else a log line every 30 s (--noprogress_bar: neither). Only when the steps run in this
-process: not with --runner=... or --direct_running_mode=multi_processing, whose workers are other
-processes (the report's counts are the job's counts either way).
 """
 
-import argparse
 import contextlib
 import functools
 import json
 import os
-import sys
 from typing import List, Optional, Sequence, Union
 
-from tapas_tf.cli import add_verbosity_flag, log_to_stderr, quiet_tensorflow
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
 
-if __name__ == "__main__":
-    quiet_tensorflow()  # First: TensorFlow reads TF_CPP_MIN_LOG_LEVEL once, when it loads.
-
-import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
-
-from tapas_tf.data.paths import ensure_writable_dir  # noqa: E402
-from tapas_tf.data.protos import interaction_pb2  # noqa: E402
-from tapas_tf.data.readers.release_reader import OpenReader, ReleaseReader  # noqa: E402
-from tapas_tf.features.conversion_config import ConversionConfig  # noqa: E402
-from tapas_tf.pipelines import (  # noqa: E402
-    beam_options, classifier_data, one_file, progress, reports, runners, task_files)
-from tapas_tf.task_registry import TaskSpec, conversion_config, get_task, task_names, tasks_for  # noqa: E402
-from tapas_tf.task_registry.modules import (  # noqa: E402
-    TaskModuleError, load_task_module, task_module_arguments)
-from tapas_tf.tasks import Split, Task  # noqa: E402
+from tapas_tf.data.paths import ensure_writable_dir
+from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.readers.release_reader import OpenReader, ReleaseReader
+from tapas_tf.features.conversion_config import ConversionConfig
+from tapas_tf.pipelines import (
+    classifier_data, one_file, progress, reports, runners, task_files)
+from tapas_tf.task_registry import TaskSpec, get_task, tasks_for
+from tapas_tf.tasks import Split, Task
 
 REPORT_FILE = reports.REPORT_FILE
 AnyTask = Union[str, Task, TaskSpec]
@@ -165,57 +151,3 @@ def report_lines(report: dict) -> List[str]:
             f"{_rows_dropped_summary(split)}"
             + ("" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)"))
     return lines
-
-
-def _load_task_modules(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
-    """Imports the --task_module modules before the flags are parsed, so that --task knows their tasks."""
-    for name in task_module_arguments(["", *argv]):
-        try:
-            load_task_module(name)
-        except TaskModuleError as e:
-            parser.error(f"--task_module={name}: {e}")
-
-
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    argv: List[str] = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _load_task_modules(parser, argv)
-    parser.add_argument("--task", required=True, choices=task_names())
-    parser.add_argument("--task_module", action="append", default=[],
-                        help="A module (a .py file or a module name) that registers tasks of your own.")
-    parser.add_argument("--input_dir", required=True)
-    parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--vocab_file", default=None, help="WordPiece vocabulary with [EMPTY]")
-    # Conversion options: None takes the task's (`task_registry.conversion_config`).
-    parser.add_argument("--max_seq_length", type=int, default=None, help="default: the task's (512)")
-    parser.add_argument("--max_column_id", type=int, default=None, help="default: the task's, else 32")
-    parser.add_argument("--max_row_id", type=int, default=None, help="default: the task's, else 64")
-    parser.add_argument("--cell_trim_length", type=int, default=None, help="default: the task's, else -1")
-    parser.add_argument("--strip_column_names", action="store_true", default=None)
-    parser.add_argument("--drop_rows_to_fit", action="store_true", default=None,
-                        help="Drop trailing rows of tables that do not fit, in every split; default: in dev "
-                             "and test only (every evaluation question is converted).")
-    parser.add_argument("--nodrop_rows_to_fit", dest="drop_rows_to_fit", action="store_false",
-                        help="Drop the questions whose tables do not fit, in every split.")
-    parser.add_argument("--train_release_file", default=None,
-                        help="The train split's file in --input_dir instead of the task's (WTQ: training.tsv).")
-    progress.add_progress_flags(parser, "questions and interactions")
-    add_verbosity_flag(parser)
-    args, pipeline_args = parser.parse_known_args(argv)
-    try:
-        beam_options.check_pipeline_args(pipeline_args, parser._option_string_actions)
-    except beam_options.PipelineArgsError as e:
-        parser.error(str(e))  # One line and exit 2, as for our own flags.
-    log_to_stderr(args.verbosity)
-    config = conversion_config(
-        args.task, args.vocab_file, max_seq_length=args.max_seq_length, max_column_id=args.max_column_id,
-        max_row_id=args.max_row_id, cell_trim_length=args.cell_trim_length,
-        strip_column_names=args.strip_column_names, drop_rows_to_fit=args.drop_rows_to_fit)
-    report = run_create_data(args.task, args.input_dir, args.output_dir, config, pipeline_args,
-                             train_file_name=args.train_release_file,
-                             progress_settings=progress.ProgressSettings() if args.progress_bar else None)
-    print(json.dumps(report["splits"], indent=2))
-
-
-if __name__ == "__main__":
-    main()

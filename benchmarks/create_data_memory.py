@@ -2,7 +2,7 @@
 
 Builds, from WikiTableQuestions' `random-split-1-train.tsv`, training files of its first
 `--questions` questions repeated 1x and 10x (each copy with ids of its own, so that every line is
-a question to convert; the dev file is its first 20 questions at every scale), then runs `beam_jobs/create_task_data.py --task=WTQ` on each in a fresh
+a question to convert; the dev file is its first 20 questions at every scale), then runs `tapas-tf create-data --task=WTQ` on each in a fresh
 process and reports wall time, questions/s and the peak RSS of the whole process tree (sampled
 every 50 ms with psutil). Every interaction carries a copy of its table, so a job that holds its
 output in memory grows by the table size per question.
@@ -53,7 +53,7 @@ def write_input(wtq_dir: str, input_dir: str, questions: int, scale: int) -> int
 
 
 def run_job(project_dir: str, input_dir: str, out_dir: str) -> Dict[str, object]:
-    command = [sys.executable, os.path.join(project_dir, "beam_jobs", "create_task_data.py"), "--task=WTQ",
+    command = [sys.executable, "-m", "tapas_tf.commands.dispatch", "create-data", "--task=WTQ",
                f"--input_dir={input_dir}", f"--output_dir={out_dir}", "--noprogress_bar"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": project_dir}
     seconds, peak = run_with_peak_rss(command, env)

@@ -2,7 +2,7 @@
 
 Builds, from a `pages-articles` sample, multistream dumps with its pages repeated 1x and 10x
 (100 pages per bz2 stream, with the index, as Wikipedia ships them), then runs
-`beam_jobs/create_pretrain_data.py --stage=extract` on each in a fresh process, with 1 and 2
+`tapas-tf create-pretrain-data --stage=extract` on each in a fresh process, with 1 and 2
 DirectRunner worker processes, and reports wall time, articles/s per worker, tables/s, and the
 peak RSS of the whole process tree (sampled every 50 ms with psutil).
 
@@ -57,7 +57,7 @@ def write_multistream(path: str, header: str, pages: List[str], footer: str) -> 
 
 
 def run_job(dump: str, out_dir: str, workers: int) -> Dict[str, object]:
-    command = [sys.executable, os.path.join(ROOT, "beam_jobs", "create_pretrain_data.py"), "--stage=extract",
+    command = [sys.executable, "-m", "tapas_tf.commands.dispatch", "create-pretrain-data", "--stage=extract",
                f"--input_dumps={dump}", f"--output_dir={out_dir}", "--streams_per_range=1",
                f"--direct_num_workers={workers}"]
     if workers > 1:

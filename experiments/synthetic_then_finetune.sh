@@ -87,7 +87,7 @@ case "$stage" in
     ;;
   pages)
     stamp "Wikipedia tables"
-    "$PYTHON" beam_jobs/create_pretrain_data.py --stage=extract --interactions_format=tfrecord \
+    "$PYTHON" -m tapas_tf.commands.dispatch create-pretrain-data --stage=extract --interactions_format=tfrecord \
       --input_dumps="$WIKIPEDIA/enwiki-sample-pages-articles.xml.bz2" \
       --input_dumps="$WIKIPEDIA/enwiki-table-markup.xml.bz2" --input_pages="$WIKIPEDIA/wtq_pages/*/*.html.gz" \
       --exclude_tables="$WORK/synth/exclude_tables.txt" --output_dir="$WORK/synth/pages" --noprogress_bar

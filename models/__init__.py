@@ -16,27 +16,22 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-# pylint: disable=wrong-import-position
-from tapas_tf.models.config import SIZES, TapasConfig
-from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES, TapasEmbeddings, cell_position_ids
-from tapas_tf.models.encoder import TapasEncoder, get_activation
-from tapas_tf.models.heads import AggregationHead, CellSelectionHead, ClassificationHead
-from tapas_tf.models.pretrain_model import MaskedLMHead, TapasForMaskedLM
-from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
+# Where each public name lives. Loaded on first use (PEP 562), so that reading the config or the
+# size presets (`tapas_tf.models.config`: a command line's --model_size) loads no TensorFlow.
+_EXPORTS = {
+    "SIZES": "config", "TapasConfig": "config",
+    "TOKEN_TYPE_FEATURES": "embeddings", "TapasEmbeddings": "embeddings", "cell_position_ids": "embeddings",
+    "TapasEncoder": "encoder", "get_activation": "encoder",
+    "AggregationHead": "heads", "CellSelectionHead": "heads", "ClassificationHead": "heads",
+    "MaskedLMHead": "pretrain_model", "TapasForMaskedLM": "pretrain_model",
+    "TapasForQuestionAnswering": "qa_model", "dummy_features": "qa_model",
+}
+__all__ = sorted(_EXPORTS)
 
-__all__ = [
-    "SIZES",
-    "TOKEN_TYPE_FEATURES",
-    "AggregationHead",
-    "CellSelectionHead",
-    "ClassificationHead",
-    "MaskedLMHead",
-    "TapasConfig",
-    "TapasEmbeddings",
-    "TapasEncoder",
-    "TapasForMaskedLM",
-    "TapasForQuestionAnswering",
-    "cell_position_ids",
-    "dummy_features",
-    "get_activation",
-]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -3,9 +3,9 @@
     from tapas_tf import cli
     cli.quiet_tensorflow()   # first, before anything imports TensorFlow
 
-Used by `run_task.py` (`tapas_tf.commands.run_task`), `python -m tapas_tf.ask`, `tapas_tf.serve`,
-`tapas_tf.import_checkpoint`, `tapas_tf.init_from_bert`, `beam_jobs/*.py`, and the installed
-command that runs each of them as a subcommand (`tapas-tf`, `tapas_tf.commands.dispatch`):
+Used by every command line: the installed command `tapas-tf` (`tapas_tf.commands.dispatch`),
+which runs each command module of `tapas_tf.commands` under absl, and its aliases
+(`run_task.py`, `python -m tapas_tf.ask`, `python -m tapas_tf.serve`):
 
 - `quiet_tensorflow` hides TensorFlow's C++ start-up lines ("Could not find cuda drivers",
   "failed call to cuInit", the oneDNN and CPU-feature notes, tensorflow_text's "CharacterSet
@@ -14,23 +14,25 @@ command that runs each of them as a subcommand (`tapas-tf`, `tapas_tf.commands.d
   user set it, or asked for debug output: `--verbosity=debug` (`-v 1`, any level >= 1) or
   TAPAS_TF_DEBUG=1.
 - Our own log lines are plain: `I 23:38:22 run_task.py:87] message` (level, time, file and line;
-  no date, microseconds or thread id), on absl's handler (`plain_absl_logging`) or, for the
-  argparse command lines, on the root logger (`log_to_stderr`).
+  no date, microseconds or thread id), on absl's handler (`plain_absl_logging`).
 - absl's -v/--verbosity takes numbers only; every command line also takes its names (debug, info,
   warning, error, fatal): `verbosity_names_as_numbers`, `verbosity_level`.
 - A wrong command line ends in one line, `PROG: error: ...`, exit code 2 (`parse_absl_flags`,
-  `fail`; `ArgumentParser` for the argparse command lines): a mistyped flag names the nearest
-  known one (`nearest_flag`; `nearest_name` for other names, e.g. subcommands).
+  `fail`): a mistyped flag names the nearest known one (`nearest_flag`; `nearest_name` for other
+  names, e.g. subcommands), before a missing required flag (most often the mistyped one).
+- Flags generated from a frozen config (`config_field`, `define_config_flags`,
+  `config_from_flags`): a new option of a command is one field of its config.
 
 Must not import TensorFlow (it runs before TensorFlow loads), nor Beam, nor anything of tapas_tf.
 """
 
-import argparse
+import dataclasses
 import difflib
 import logging
 import os
 import re
 import sys
+import typing
 from typing import Any, Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Tuple
 
 TF_LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
@@ -51,7 +53,7 @@ LOG_TIME_FORMAT = "%H:%M:%S"
 def verbosity_level(value: str) -> int:
     """absl's verbosity of a number or a level name: "debug" -> 1, "warning" -> -1, "2" -> 2.
 
-    Raises ValueError (argparse's `type=` reports it as a bad value) for anything else.
+    Raises ValueError for anything else.
     """
     from absl.logging import converter
 
@@ -166,27 +168,6 @@ def quiet_logs_unless_asked() -> None:
         absl_logging.set_verbosity(absl_logging.ERROR)
 
 
-def log_to_stderr(verbosity: int = 0) -> None:
-    """For the argparse command lines: the root logger writes plain lines to stderr, from INFO
-    (verbosity 0; debug at 1, warnings only at -1, as absl's levels)."""
-    from absl.logging import converter
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(PlainFormatter())
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "stream", None) in (sys.stderr, sys.stdout)]:
-        root.removeHandler(old)  # logging.basicConfig's, say: one line per record.
-    root.addHandler(handler)
-    root.setLevel(converter.absl_to_standard(max(min(verbosity, DEBUG_VERBOSITY), converter.ABSL_FATAL)))
-
-
-def add_verbosity_flag(parser: argparse.ArgumentParser) -> None:
-    """-v/--verbosity for an argparse command line, with absl's numbers and names."""
-    parser.add_argument("-v", "--verbosity", type=verbosity_level, default=0,
-                        help="Log level: debug (1), info (0, the default), warning (-1), error (-2); debug "
-                             "also shows TensorFlow's C++ start-up lines.")
-
-
 # --- one-line errors ---------------------------------------------------------------------------
 
 
@@ -250,6 +231,64 @@ def define_option_flags(specs: Iterable[OptionSpec], default_note: str, module_n
         define[kind](name, None, f"{text} {default_note}", module_name=module_name)
 
 
+def config_field(default: Any = dataclasses.MISSING, help: str = "", choices: Sequence[str] = ()) -> Any:
+    """A frozen config's field that a command line defines a flag for (`define_config_flags`):
+    its default, its help text and, for an enum flag, its choices."""
+    metadata = {"help": help, "choices": tuple(choices)}
+    if isinstance(default, (list, tuple)):
+        return dataclasses.field(default_factory=lambda: tuple(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _field_default(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None
+
+
+def define_config_flags(config_class: type, module_name: str, skip: Sequence[str] = ()) -> None:
+    """Defines an absl flag per field of the frozen dataclass `config_class` (`config_field`s, or
+    fields with a "help" in their metadata): string, integer, float, bool, enum (choices) or, for a
+    tuple field, a repeatable string flag. A field without a default is a required flag. A new
+    option of a command is then one field of its config, and nothing else."""
+    from absl import flags
+
+    hints = typing.get_type_hints(config_class)
+    for field in dataclasses.fields(config_class):
+        if field.name in skip:
+            continue
+        text = field.metadata.get("help")
+        if not text:
+            raise ValueError(f"{config_class.__name__}.{field.name} has no help text for its flag")
+        default, kind, choices = _field_default(field), hints[field.name], field.metadata.get("choices")
+        if choices:
+            flags.DEFINE_enum(field.name, default, list(choices), text, module_name=module_name)
+        elif typing.get_origin(kind) is tuple:
+            flags.DEFINE_multi_string(field.name, list(default) or None, text + " (repeatable)",
+                                      module_name=module_name)
+        else:
+            define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float}.get(
+                kind, flags.DEFINE_string)
+            define(field.name, default, text, module_name=module_name)
+        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            flags.mark_flag_as_required(field.name)
+
+
+def config_from_flags(config_class: type, skip: Sequence[str] = (), **values: Any) -> Any:
+    """The `config_class` instance the flags of `define_config_flags` describe, with `values` for
+    the skipped fields. Raises what its `__post_init__` raises (ValueError) for a bad combination."""
+    from absl import flags
+
+    for field in dataclasses.fields(config_class):
+        if field.name not in skip:
+            value = flags.FLAGS[field.name].value
+            values[field.name] = tuple(value or ()) if typing.get_origin(
+                typing.get_type_hints(config_class)[field.name]) is tuple else value
+    return config_class(**values)
+
+
 def option_flag_values(specs: Iterable[OptionSpec]) -> Dict[str, Any]:
     """The values of the flags that `define_option_flags` defined for these specs, None if not given."""
     from absl import flags
@@ -257,12 +296,41 @@ def option_flag_values(specs: Iterable[OptionSpec]) -> Dict[str, Any]:
     return {name: flags.FLAGS[name].value for name, _, _ in specs}
 
 
+def _first_unknown_absl_flag(arguments: Sequence[str], other_flags: Iterable[str] = ()) -> Optional[str]:
+    """`unknown flag --tabel=x; did you mean --table?` for the first argument before "--" that no
+    absl flag (nor one of `other_flags`, "--name") takes, else None."""
+    from absl import flags
+
+    other = set(other_flags)
+    for argument in arguments:
+        if argument == "--":
+            return None
+        if not argument.startswith("-") or argument == "-" or _is_number(argument):
+            continue
+        name = argument.lstrip("-").split("=", 1)[0]
+        if name in flags.FLAGS or (name.startswith("no") and name[2:] in flags.FLAGS) or f"--{name}" in other:
+            continue
+        return unknown_flag_message(argument, nearest_flag(argument, set(absl_flag_names()) | other))
+    return None
+
+
+def reject_positional_arguments(prog: str, argv: Sequence[str]) -> None:
+    """One line and exit code 2 for an argument that is not a flag (argv[0] is the program)."""
+    if len(argv) > 1:
+        fail(prog, f"unexpected argument {argv[1]!r} (every option is a flag; {prog} --help lists them)",
+             USAGE_EXIT_CODE)
+
+
 def flag_error_message(error: Exception) -> str:
     """absl's message for a bad flag value without its "flag " prefix, plus the nearest value of an
-    enum flag (absl words it "flag --mode=trian: value should be one of <...>")."""
+    enum flag (absl words it "flag --mode=trian: value should be one of <...>"); a missing required
+    flag is "--NAME is required"."""
     from absl import flags
 
     message = one_line(error)
+    required = re.search(r"Flag --(\w+) must have a value other than None", message)
+    if required:
+        return f"--{required.group(1)} is required"
     match = re.match(r"flag --(\w+)=(.*?): ", message)
     if not match:
         return message
@@ -313,20 +381,25 @@ def quiet_closed_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool = False) -> List[str]:
+def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool = False,
+                     other_flags: Optional[Callable[[], Iterable[str]]] = None) -> List[str]:
     """absl's flags parser for `app.run(flags_parser=...)`: returns the program name and what is
     not a flag.
 
     Verbosity names are taken (`--verbosity=debug`). A bad value, and unless
     `unknown_flags_allowed` a flag nobody defines (before "--"), ends in one line naming the flag
     (and the nearest known one) and exit code 2. "--" is dropped: what follows it is positional.
+    `other_flags`: the flags another parser takes from what is left (Beam's pipeline options); a
+    missing required flag is reported after any flag that neither absl nor they know.
     """
     from absl import flags
 
     try:
         rest = flags.FLAGS(verbosity_names_as_numbers(argv), known_only=True)
     except flags.Error as e:
-        fail(prog, flag_error_message(e), USAGE_EXIT_CODE)
+        # A missing required flag is most often a mistyped one: name that one first.
+        unknown = _first_unknown_absl_flag(argv[1:], other_flags() if other_flags else ())
+        fail(prog, unknown or flag_error_message(e), USAGE_EXIT_CODE)
     if unknown_flags_allowed:
         return rest
     arguments = rest[1:]
@@ -336,48 +409,3 @@ def parse_absl_flags(prog: str, argv: Sequence[str], unknown_flags_allowed: bool
         if argument.startswith("-") and argument != "-":
             fail(prog, unknown_flag_message(argument, nearest_flag(argument, absl_flag_names())), USAGE_EXIT_CODE)
     return [rest[0]] + before + after
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with the errors of every command line: one line, `PROG: error: ...`, exit code 2
-    (no usage block), and a mistyped flag names the nearest known one, even when argparse would
-    first complain that a required flag is missing (usually the one mistyped).
-
-    `other_flags` gives the flags that another parser takes from what `parse_known_args` leaves
-    (Beam's pipeline options): they are not unknown here, and are offered as suggestions too.
-    """
-
-    def __init__(self, *args, other_flags: Optional[Callable[[], Iterable[str]]] = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._other_flags = other_flags
-        self._arguments: List[str] = []
-
-    def parse_known_args(self, args=None, namespace=None):
-        self._arguments = list(sys.argv[1:] if args is None else args)  # parse_args comes here too.
-        return super().parse_known_args(self._arguments, namespace)
-
-    def error(self, message: str) -> NoReturn:
-        unknown = self._first_unknown_flag()
-        fail(self.prog, unknown or " ".join(message.split()), USAGE_EXIT_CODE)
-
-    def _own_flags(self) -> List[str]:
-        return sorted(option for action in self._actions for option in action.option_strings)
-
-    def _is_own_flag(self, name: str) -> bool:
-        own = self._own_flags()
-        if name in own or (not name.startswith("--") and name[:2] in own):  # -v1: a short flag and its value.
-            return True
-        return self.allow_abbrev and name.startswith("--") and any(flag.startswith(name) for flag in own)
-
-    def _first_unknown_flag(self) -> Optional[str]:
-        """`unknown flag --tabel=x; did you mean --table?` for the first flag nobody takes, or None."""
-        arguments = _flag_arguments(["prog", *self._arguments])
-        candidates = [argument for argument in arguments
-                      if re.match(r"-[^\d\s]", argument) and not self._is_own_flag(argument.split("=", 1)[0])]
-        if not candidates:
-            return None
-        other = set(self._other_flags()) if self._other_flags else set()
-        for argument in candidates:
-            if argument.split("=", 1)[0] not in other:
-                return unknown_flag_message(argument, nearest_flag(argument, set(self._own_flags()) | other))
-        return None

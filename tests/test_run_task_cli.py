@@ -148,7 +148,7 @@ def test_task_and_mode_not_built_yet_are_refused(tmp_path, task, mode):
 def test_pretrain_create_data_points_to_the_pretraining_job(tmp_path):
     result = run_task("--task=PRETRAIN", "--mode=create_data", "--input_dir=in", "--output_dir=out", cwd=tmp_path)
     assert_short_error(result, 2, "--task=PRETRAIN --mode=create_data is not built",
-                       "beam_jobs/create_pretrain_data.py")
+                       "tapas-tf create-pretrain-data")
     assert os.listdir(tmp_path) == []
 
 

@@ -114,20 +114,20 @@ def test_statements_become_labelled_examples_a_classifier_trains_on_and_is_score
     assert "0 | paris | 2,100" in result.stdout and "1 | rome  | 2,800" in result.stdout
     result = _verify(*flags[1:], statements[0], cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.strip() == (
-        "verify: error: --table is required (verify --help lists the flags)")
+        "tapas-tf verify: error: --table is required (tapas-tf verify --help lists the flags)")
 
 
 def _verify(*args, cwd, input=None):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "tapas_tf.commands.verify", *args], cwd=str(cwd), input=input,
+    return subprocess.run([sys.executable, "-m", "tapas_tf.commands.dispatch", "verify", *args], cwd=str(cwd), input=input,
                           capture_output=True, text=True, timeout=300)
 
 
 def _make_statements(*args, cwd):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "tapas_tf.commands.make_statements", *args], cwd=str(cwd),
+    return subprocess.run([sys.executable, "-m", "tapas_tf.commands.dispatch", "make-statements", *args], cwd=str(cwd),
                           capture_output=True, text=True, timeout=300)
 
 

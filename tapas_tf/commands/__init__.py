@@ -1,12 +1,15 @@
-"""The installed command `tapas-tf`, and the task command line that it and `run_task.py` run.
+"""Every command line of tapas-tf, and the installed command `tapas-tf` that runs them.
 
-`dispatch` is `tapas-tf SUBCOMMAND [flags]` (the console script of the package): it maps a
-subcommand to a command line (`ask`, `serve`, `import`, `init-from-bert`, `sample-data`, the
-modes of `run_task`, `create-pretrain-data`), imports only that one and runs it under the name
-`tapas-tf SUBCOMMAND`. `run_task` is the task command line (create data, train, predict,
-evaluate, export) whose logic used to sit in the checkout's `run_task.py`, now a thin shim.
+`dispatch` is `tapas-tf SUBCOMMAND [flags]` (the console script of the package). Each subcommand
+is a module here with one shape: `define_flags()` defines its absl flags (only the chosen
+command's, so two command lines never meet), `main(argv)` runs under absl's `app.run`, and the
+module's docstring is its --help: `ask`, `serve`, `verify`, `import_checkpoint`,
+`init_from_bert`, `sample_data`, `make_statements`, `create_pretrain_data` (its Beam options go
+to `PipelineOptions`). `run_task` is the task command line (create data, train, predict,
+evaluate, export: one subcommand per mode), with its flags in `task_flags`; `model_flags` and
+`table_flags` are the flags that ask, serve and verify share. `python -m tapas_tf.ask`,
+`python -m tapas_tf.serve` and the checkout's `run_task.py` are aliases.
 
-May import: every room of `tapas_tf` and the root command lines (`ask`, `serve`,
-`import_checkpoint`, `init_from_bert`, `sample_data`): the commands sit on top of the data flow,
-and nothing imports them.
+May import: every room of `tapas_tf`: the commands sit on top of the data flow, and only the
+aliases import them.
 """

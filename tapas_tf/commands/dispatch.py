@@ -6,11 +6,14 @@
     tapas-tf --help                 # the subcommands, one line each
     tapas-tf SUBCOMMAND --help      # its flags
 
-Each subcommand is a module's command line (`python -m tapas_tf.ask`, `python run_task.py
---mode=train`, ...) with its flags, its help and its one-line errors, under the name `tapas-tf
-SUBCOMMAND`. Only the chosen subcommand's module is imported: the flags of two command lines never
-meet (ask's --model_dir and run_task's are different flags), and `tapas-tf --help` loads nothing
-heavy. TensorFlow's C++ start-up lines are hidden first, before any module loads it (`tapas_tf.cli`).
+Every subcommand is a module of `tapas_tf.commands` with the same shape: `define_flags()` (absl
+flags), `main(argv)` run under absl's `app.run`, and a docstring that is its --help; the modes of
+`run_task` (create-data, train, predict, ...) share the task command line. Only the chosen
+subcommand's module is imported and only its flags are defined: the flags of two command lines
+never meet (ask's --model_dir and run_task's are different flags), and `tapas-tf --help` loads
+nothing heavy. TensorFlow's C++ start-up lines are hidden first, before any module loads it
+(`tapas_tf.cli`). `python -m tapas_tf.ask`, `python -m tapas_tf.serve` and `python run_task.py`
+are aliases that come here (`run`).
 """
 
 import importlib
@@ -25,42 +28,40 @@ _RUN_TASK = "tapas_tf.commands.run_task"
 
 class Subcommand(NamedTuple):
     summary: str  # One line for `tapas-tf --help`.
-    module: str  # The module whose command line it runs.
-    kind: str  # "absl": its main under absl's app.run; "argparse": main(argv, prog); "mode": run_task.
-    mode: Optional[str] = None  # run_task's --mode, for kind "mode".
-    module_prog: Optional[str] = None  # absl modules: how the docstring names the program.
+    module: str  # The command module: define_flags() and main(argv), run under absl's app.run.
+    mode: Optional[str] = None  # Or: this run_task --mode (module tapas_tf.commands.run_task).
+    pipeline_options: bool = False  # Flags the command does not define go to Beam's PipelineOptions.
+
+
+def _command(name: str) -> str:
+    return f"tapas_tf.commands.{name}"
 
 
 SUBCOMMANDS: Dict[str, Subcommand] = {
-    "ask": Subcommand("Ask a table (a CSV file) a question, or hold a conversation on stdin.",
-                      "tapas_tf.ask", "absl", module_prog="python -m tapas_tf.ask"),
+    "ask": Subcommand("Ask a table (a CSV file) a question, or hold a conversation on stdin.", _command("ask")),
     "serve": Subcommand("A local web page for asking tables (needs pip install 'tapas-tf[web]').",
-                        "tapas_tf.serve", "absl", module_prog="python -m tapas_tf.serve"),
+                        _command("serve")),
     "sample-data": Subcommand("Write the small SQA-format sample data set (input of create-data).",
-                              "tapas_tf.sample_data", "argparse"),
+                              _command("sample_data")),
     "create-data": Subcommand("A task's release files -> interactions and TFRecords (a Beam job).",
-                              _RUN_TASK, "mode", "create_data"),
+                              _RUN_TASK, "create_data"),
     "train": Subcommand("Train (or resume) a model on the data of create-data; --task=PRETRAIN pre-trains.",
-                        _RUN_TASK, "mode", "train"),
-    "predict": Subcommand("Predict a split with a model: MODEL_DIR/predictions/.", _RUN_TASK, "mode",
-                          "predict"),
-    "predict-and-evaluate": Subcommand("Predict a split and write its metrics.", _RUN_TASK, "mode",
-                                       "predict_and_evaluate"),
-    "evaluate": Subcommand("Masked-LM accuracy of a pre-trained model (--task=PRETRAIN).", _RUN_TASK, "mode",
-                           "evaluate"),
-    "export": Subcommand("Export a model as a SavedModel for TF Serving.", _RUN_TASK, "mode", "export"),
+                        _RUN_TASK, "train"),
+    "predict": Subcommand("Predict a split with a model: MODEL_DIR/predictions/.", _RUN_TASK, "predict"),
+    "predict-and-evaluate": Subcommand("Predict a split and write its metrics.", _RUN_TASK, "predict_and_evaluate"),
+    "evaluate": Subcommand("Metrics of a split's predictions; masked-LM accuracy of a pre-trained model "
+                           "(--task=PRETRAIN).", _RUN_TASK, "evaluate"),
+    "export": Subcommand("Export a model as a SavedModel for TF Serving.", _RUN_TASK, "export"),
     "import": Subcommand("Import a Hugging Face or original (TF1) TAPAS checkpoint as a model directory.",
-                         "tapas_tf.import_checkpoint", "argparse"),
+                         _command("import_checkpoint")),
     "init-from-bert": Subcommand("A model directory whose encoder starts from a text BERT (default MiniLM).",
-                                 "tapas_tf.init_from_bert", "argparse"),
+                                 _command("init_from_bert")),
     "verify": Subcommand("Is a statement about a table (a CSV file) true? TabFact: entailed or refuted, "
-                         "with P(entailed).", "tapas_tf.commands.verify", "absl",
-                         module_prog="python -m tapas_tf.commands.verify"),
+                         "with P(entailed).", _command("verify")),
     "make-statements": Subcommand("TabFact: true and false statements from a split's tables (intermediate "
-                                  "pre-training).", "tapas_tf.commands.make_statements", "absl",
-                                  module_prog="python -m tapas_tf.commands.make_statements"),
+                                  "pre-training).", _command("make_statements")),
     "create-pretrain-data": Subcommand("Wikipedia pages -> masked-LM pre-training examples (a Beam job).",
-                                       "tapas_tf.beam_jobs.create_pretrain_data", "argparse"),
+                                       _command("create_pretrain_data"), pipeline_options=True),
 }
 ALIASES = {"import-checkpoint": "import"}  # Besides "_" for "-": create_data, init_from_bert, ...
 
@@ -113,37 +114,40 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{COMMAND} (not installed: no version)")
         return 0
     name = resolve(argv[1], argv[1:])
-    sub, prog, rest = SUBCOMMANDS[name], f"{COMMAND} {name}", argv[2:]
-    return {"absl": _run_absl, "argparse": _run_argparse, "mode": _run_mode}[sub.kind](sub, prog, rest)
+    return run(name, argv[2:], prog=f"{COMMAND} {name}")
 
 
-def _run_absl(sub: Subcommand, prog: str, rest: List[str]) -> int:
-    """As the module's `if __name__ == "__main__"` block runs it, under the name `prog`."""
+def run(name: str, arguments: Sequence[str], prog: str) -> int:
+    """Runs subcommand `name` on `arguments` (its flags and words) as program `prog`; as the module
+    aliases (`python -m tapas_tf.ask`) run it too."""
+    cli.quiet_tensorflow([prog, *arguments])  # Before any module loads TensorFlow (an alias comes here first).
+    sub = SUBCOMMANDS[name]
+    return (_run_mode if sub.mode else _run_command)(sub, prog, list(arguments))
+
+
+def _run_command(sub: Subcommand, prog: str, arguments: List[str]) -> int:
+    """The command module's main under absl's app.run, its flags defined first."""
     from absl import app
 
     module = importlib.import_module(sub.module)
-    argv = [prog, *rest]
-    doc = (module.__doc__ or "").replace(sub.module_prog or sub.module, prog)
-    doc = doc.replace(f"`{getattr(module, 'PROG', prog)}: error:", f"`{prog}: error:")
-    cli.exit_with_help_if_asked(argv, doc=doc, module=sub.module)
+    module.define_flags()
+    argv = [prog, *arguments]
+    cli.exit_with_help_if_asked(argv, doc=module.__doc__, module=sub.module)
     cli.plain_absl_logging()
-    module.PROG = prog  # Its main's one-line errors (`PROG: error: ...`) name the subcommand.
-    app.run(module.main, argv=argv, flags_parser=lambda args: cli.parse_absl_flags(prog, args))
+    module.PROG = prog  # Its one-line errors (`PROG: error: ...`) name the program as the user typed it.
+    beam_flags = None
+    if sub.pipeline_options:  # What our flags leave goes to Beam: its options are known flags too.
+        from tapas_tf.pipelines.beam_options import known_beam_flags as beam_flags
+    app.run(module.main, argv=argv, flags_parser=lambda args: cli.parse_absl_flags(
+        prog, args, unknown_flags_allowed=sub.pipeline_options, other_flags=beam_flags))
     return 0  # Not reached: app.run exits.
 
 
-def _run_argparse(sub: Subcommand, prog: str, rest: List[str]) -> int:
-    cli.log_to_stderr(cli.requested_verbosity([prog, *rest]) or 0)  # Plain log lines from the start.
-    module = importlib.import_module(sub.module)
-    return module.main(rest, prog=prog) or 0
-
-
-def _run_mode(sub: Subcommand, prog: str, rest: List[str]) -> int:
+def _run_mode(sub: Subcommand, prog: str, arguments: List[str]) -> int:
     from tapas_tf.commands import run_task
 
-    run_task.run([prog, *rest], command=COMMAND, mode=sub.mode)
+    run_task.run([prog, *arguments], command=COMMAND, mode=sub.mode)
     return 0  # Not reached: app.run exits.
-
 
 if __name__ == "__main__":
     sys.exit(main())

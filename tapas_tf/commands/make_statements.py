@@ -19,10 +19,9 @@ import hashlib
 import json
 import os
 import random
-import sys
 from typing import Any, Dict, List
 
-from absl import app, flags
+from absl import flags
 
 import tapas_tf.cli as cli
 from tapas_tf.data.readers.common import ReaderError
@@ -30,19 +29,23 @@ from tapas_tf.data.readers.tabfact import TABLES_DIR, read_table
 from tapas_tf.data.synthetic_statements import (ENTAILED, Statement, StatementTable, counterfactual,
                                                 synthetic_statements)
 
-PROG = "python -m tapas_tf.commands.make_statements"
+PROG = "make-statements"
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_dir", None, "A TabFact release: SPLIT_examples.json and all_csv/.")
-flags.DEFINE_string("output_dir", None, "Where to write train_examples.json, all_csv and the report.")
-flags.DEFINE_string("split", "train", "The split whose tables and statements are used (keep dev and test "
-                    "tables out of pre-training).")
-flags.DEFINE_integer("pairs_per_table", 8, "True/false template pairs per table.", lower_bound=0)
-flags.DEFINE_boolean("counterfactuals", True, "A refuted twin of each entailed statement of the split.")
-flags.DEFINE_boolean("include_original", False, "Add the split's own statements (all of them).")
-flags.DEFINE_integer("holdout_tables", 0, "Keep this many of the split's tables out (chosen by the seed) and "
-                     "write their own statements as OUTPUT_DIR/test_examples.json: a held-out slice for "
-                     "choosing a checkpoint without dev.", lower_bound=0)
-flags.DEFINE_integer("seed", 1, "Random seed; each table's choices depend on it and the table id only.")
+
+
+def define_flags() -> None:
+    flags.DEFINE_string("input_dir", None, "A TabFact release: SPLIT_examples.json and all_csv/.")
+    flags.DEFINE_string("output_dir", None, "Where to write train_examples.json, all_csv and the report.")
+    flags.DEFINE_string("split", "train", "The split whose tables and statements are used (keep dev and test "
+                        "tables out of pre-training).")
+    flags.DEFINE_integer("pairs_per_table", 8, "True/false template pairs per table.", lower_bound=0)
+    flags.DEFINE_boolean("counterfactuals", True, "A refuted twin of each entailed statement of the split.")
+    flags.DEFINE_boolean("include_original", False, "Add the split's own statements (all of them).")
+    flags.DEFINE_integer("holdout_tables", 0, "Keep this many of the split's tables out (chosen by the seed) and "
+                         "write their own statements as OUTPUT_DIR/test_examples.json: a held-out slice for "
+                         "choosing a checkpoint without dev.", lower_bound=0)
+    flags.DEFINE_integer("seed", 1, "Random seed; each table's choices depend on it and the table id only.")
+
 
 REPORT = "statements_report.json"
 
@@ -149,9 +152,3 @@ def main(argv: List[str]) -> None:
     print(f"{report['total']} statements about {len(output)} tables -> "
           f"{os.path.join(FLAGS.output_dir, 'train_examples.json')}")
     print(json.dumps(report["statements"]))
-
-
-if __name__ == "__main__":
-    cli.exit_with_help_if_asked(sys.argv)
-    cli.plain_absl_logging()
-    app.run(main, argv=sys.argv, flags_parser=lambda argv: cli.parse_absl_flags(PROG, argv))

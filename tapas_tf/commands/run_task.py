@@ -28,7 +28,7 @@ create_data shows the questions and interactions done while its Beam job runs (a
 terminal, else a log line every 30 s; --noprogress_bar: neither), when the job's steps run in this
 process: not with --runner=... or --direct_running_mode=multi_processing.
 
-PRETRAIN reads the masked-LM TFRecords of beam_jobs/create_pretrain_data.py
+PRETRAIN reads the masked-LM TFRecords of `tapas-tf create-pretrain-data`
 (OUTPUT_DIR/tf_examples/{train,test}-*.tfrecord) and trains TapasForMaskedLM; --mode=evaluate
 writes its masked-LM accuracy (Table 5 of the paper) to MODEL_DIR/eval_pretrain/metrics.json.
 
@@ -383,7 +383,7 @@ def _check_built(spec: TaskSpec, mode: str) -> None:
     before work starts, so that no run exits 0 having done nothing."""
     if mode in spec.modes:
         return
-    pretrain_job = "beam_jobs/create_pretrain_data.py" if COMMAND is None else f"{COMMAND} create-pretrain-data"
+    pretrain_job = "tapas-tf create-pretrain-data"
     if spec.pretraining and mode == "create_data":
         raise app.UsageError(f"{mode_ref(mode, spec.name)} is not built; make the masked-LM data with "
                              f"{pretrain_job} (it writes OUTPUT_DIR/tf_examples/)")
@@ -527,7 +527,6 @@ def help_text() -> str:
         return doc
     doc = re.sub(r"python run_task\.py (--task=\w+) --mode=(\w+)",
                  lambda m: f"{COMMAND} {subcommand(m.group(2))} {m.group(1)}", doc)
-    doc = doc.replace("beam_jobs/create_pretrain_data.py", f"{COMMAND} create-pretrain-data")
     doc = doc.replace("--mode=evaluate", f"{COMMAND} evaluate").replace("`run_task.py: error: ...`",
                                                                         f"`{PROG}: error: ...`")
     return f"usage: {PROG} --task=TASK [flags]    (the subcommand is the mode: no --mode)\n\n{doc}"

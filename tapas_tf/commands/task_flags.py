@@ -11,6 +11,7 @@ from absl import flags
 
 import tapas_tf.cli as cli  # Not `from tapas_tf import cli`: rooms do not import the package.
 from tapas_tf.inference.decoding import DecodingRule
+from tapas_tf.models.config import SIZES
 
 _defined = False
 
@@ -112,9 +113,9 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
                       "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
     flags.DEFINE_bool("reset_cell_selection_weights", None,
                       "With --init_heads, the cell-selection head starts fresh; default the task's (WTQ: yes).")
-    flags.DEFINE_string("model_size", None,
-                        "tiny|mini|small|medium|base|large; default: --model_config, else the config of an "
-                        "--init_checkpoint model directory, else base.")
+    flags.DEFINE_enum("model_size", None, list(SIZES),
+                      "The encoder's size preset (models/config.py: SIZES); default: --model_config, else the "
+                      "config of an --init_checkpoint model directory, else base.")
     flags.DEFINE_string("model_config", None,
                         "TapasConfig JSON file giving the encoder; the task's preset and flags override it.")
     flags.DEFINE_multi_string("model_option", [],

@@ -18,18 +18,20 @@ import json
 import sys
 from typing import List
 
-from absl import app, flags
+from absl import flags
 
 import tapas_tf.cli as cli  # Not `from tapas_tf import ...`: rooms do not import the package (test_layout).
-import tapas_tf.model_flags as model_flags  # noqa: F401 (defines --model_dir, --model, ...: key flags below)
-import tapas_tf.table_flags as table_flags
+import tapas_tf.commands.model_flags as model_flags
+import tapas_tf.commands.table_flags as table_flags
 
 PROG = "verify"
 FLAGS = flags.FLAGS
-flags.adopt_module_key_flags(table_flags)  # --table, --json, --backend, ... as ask has them.
-flags.DEFINE_float("entailed_threshold", 0.5, "P(entailed) at or above which a statement is judged entailed.")
-for _name in ("model_dir", "model", "model_revision", "vocab_file"):  # Shared with ask and serve.
-    flags.declare_key_flag(_name)
+
+
+def define_flags() -> None:
+    table_flags.define_flags(__name__)  # --table, --json, --backend, ... as ask has them.
+    model_flags.define_flags(__name__, aggregation=False)  # --model_dir, --model, --model_revision, --vocab_file
+    flags.DEFINE_float("entailed_threshold", 0.5, "P(entailed) at or above which a statement is judged entailed.")
 
 
 def _load_checker():
@@ -56,7 +58,7 @@ def main(argv: List[str]) -> None:
     statement = " ".join(argv[1:]).strip()
     if not FLAGS.table or (argv[1:] and not statement):
         cli.fail(PROG, "the statement is empty; give one, or none to read statements from stdin" if FLAGS.table
-                 else "--table is required (verify --help lists the flags)", cli.USAGE_EXIT_CODE)
+                 else f"--table is required ({PROG} --help lists the flags)", cli.USAGE_EXIT_CODE)
     try:
         table = read_table_file(FLAGS.table, FLAGS.delimiter)  # Before the model loads: a wrong path fails at once.
         checker = _load_checker()
@@ -68,11 +70,3 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     except BrokenPipeError:  # A reader that stops early (`| head -1`) is no error.
         cli.quiet_closed_stdout()
-
-
-
-if __name__ == "__main__":
-    cli.quiet_tensorflow()
-    cli.exit_with_help_if_asked(sys.argv)
-    cli.plain_absl_logging()
-    app.run(main, argv=sys.argv, flags_parser=lambda argv: cli.parse_absl_flags(PROG, argv))

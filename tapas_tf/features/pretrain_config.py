@@ -52,6 +52,11 @@ class PretrainSkip:
     duplicate_index: int = 0
 
 
+def _option(default, help_text: str):
+    """A field whose help text the command line's flag shows (`cli.define_config_flags`)."""
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainConfig:
     """How interactions become masked-LM pre-training examples.
@@ -74,18 +79,24 @@ class PretrainConfig:
         whose examples go to the test split.
     """
 
-    vocab_file: str
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    min_snippet_pieces: int = 8
-    max_snippet_pieces: int = 16
-    dupe_factor: int = 10
-    random_seed: int = 12345
-    always_continue_cells: bool = True
-    test_fraction: float = 0.01
+    # The help texts are those of the command line's flags (`tapas-tf create-pretrain-data`).
+    vocab_file: str = _option(None, "WordPiece vocabulary with [EMPTY]; default BERT's.")
+    max_seq_length: int = _option(128, "Tokens per example: [CLS] snippet [SEP] and the table.")
+    max_predictions_per_seq: int = _option(20, "Masked positions per example at most.")
+    masked_lm_prob: float = _option(0.15, "Fraction of the real tokens to mask.")
+    min_snippet_pieces: int = _option(8, "Word pieces of a snippet at least (a shorter text is used whole only "
+                                         "when no text is long enough).")
+    max_snippet_pieces: int = _option(16, "Word pieces of a snippet at most.")
+    dupe_factor: int = _option(10, "Examples (snippets, maskings, row blocks) made from each table.")
+    random_seed: int = _option(12345, "Part of every example's seed, with the table id and the duplicate index.")
+    always_continue_cells: bool = _option(True, "Mask whole cells of the table (all pieces of a cell together), "
+                                                "as TAPAS does; false masks whole words inside cells.")
+    test_fraction: float = _option(0.01, "Fraction of the tables (by a stable hash of the table id) whose "
+                                         "examples go to the test split.")
 
     def __post_init__(self):
+        if not self.vocab_file:
+            raise ValueError("a vocabulary file is required (vocab_file)")
         if not 1 <= self.min_snippet_pieces <= self.max_snippet_pieces:
             raise ValueError(
                 f"need 1 <= min_snippet_pieces <= max_snippet_pieces, got "

@@ -18,7 +18,6 @@ The counts are of items handed on by the counting step. Steps after it are fused
 in-process runner, so an item counted is one taken through conversion, not just read.
 """
 
-import argparse
 import dataclasses
 import logging
 import sys
@@ -206,14 +205,3 @@ class CountItems(beam.PTransform):
 
     def expand(self, elements):
         return elements | "Count" >> beam.ParDo(_CountFn(self._key, self._counts))
-
-
-def add_progress_flags(parser: argparse.ArgumentParser, items: str) -> None:
-    """--progress_bar (the default) and --noprogress_bar, as run_task.py spells them; `items` names
-    what is counted ("questions and interactions")."""
-    parser.add_argument("--progress_bar", dest="progress_bar", action="store_true", default=True,
-                        help=f"Show the {items} done while the job runs: a live line on a terminal, else a "
-                             "log line every 30 s. Only when the steps run in this process: not with "
-                             "--runner=... or --direct_running_mode=multi_processing (other processes).")
-    parser.add_argument("--noprogress_bar", dest="progress_bar", action="store_false",
-                        help="Show no progress.")

@@ -19,7 +19,7 @@ def split_paths(output_dir: str, split: str) -> Dict[str, str]:
 
 
 def pretrain_examples(output_dir: str, split: str) -> str:
-    """The glob of the masked-LM examples of a split (beam_jobs/create_pretrain_data.py shards them)."""
+    """The glob of the masked-LM examples of a split (tapas-tf create-pretrain-data shards them)."""
     return os.path.join(output_dir, "tf_examples", f"{split}-*.tfrecord")
 
 

@@ -64,7 +64,7 @@ register(TaskSpec(Task.WTQ.value, PRESETS[Task.WTQ], reader=open_wtq, evaluation
 register(TaskSpec(Task.WIKISQL.value, PRESETS[Task.WIKISQL], reader=open_wikisql, evaluation="denotation"))
 register(TaskSpec(Task.WIKISQL_SUPERVISED.value, PRESETS[Task.WIKISQL_SUPERVISED],
                   reader=open_wikisql_supervised, evaluation="denotation"))
-# Trains on the masked-LM data of beam_jobs/create_pretrain_data.py; evaluate: masked-LM accuracy.
+# Trains on the masked-LM data of tapas-tf create-pretrain-data; evaluate: masked-LM accuracy.
 register(TaskSpec(Task.PRETRAIN.value, PRESETS[Task.PRETRAIN]))
 register(TaskSpec("SYNTHETIC", SYNTHETIC_PRESET, reader=open_synthetic, evaluation="denotation",
                   conversion={"drop_rows_to_fit": True}))

@@ -24,7 +24,7 @@ PREDICT_MODES = frozenset({"predict", "predict_and_evaluate"})
 QUESTION_ANSWERING_MODES = frozenset({"create_data", "train", "export"}) | PREDICT_MODES
 # A statement classifier (TABFACT) also scores a predictions file again (evaluate).
 CLASSIFICATION_MODES = QUESTION_ANSWERING_MODES | {"evaluate"}
-# PRETRAIN's data job is another (beam_jobs/create_pretrain_data.py).
+# PRETRAIN's data job is another (tapas-tf create-pretrain-data).
 MASKED_LM_MODES = frozenset({"train", "evaluate"})
 # The keys of `tapas_tf.inference.sequential.EVALUATIONS` (a test checks that they agree), and
 # "classification" (`tapas_tf.inference.classification`: accuracy of a statement classifier), named

@@ -12,7 +12,7 @@ that every shape is static, as TPUs and XLA want. Strings are not parsed: TPUs c
 them, and `question_id_ints` carries the question id.
 
 Pass `max_predictions_per_seq` to read masked-LM pre-training examples (as
-beam_jobs/create_pretrain_data.py writes them) instead: the masked_lm_* features are then
+tapas-tf create-pretrain-data writes them) instead: the masked_lm_* features are then
 <int32>/<float32>[batch, max_predictions_per_seq] (see `example_features.pretrain_parsing_spec`).
 
 Length buckets (`bucket_lengths`, training only): examples are grouped by real length (the position
@@ -65,7 +65,7 @@ def input_files(file_pattern: str) -> List[str]:
     if not files:
         raise FileNotFoundError(
             f"No input file matches {file_pattern!r}; run --mode=create_data (for PRETRAIN, "
-            "beam_jobs/create_pretrain_data.py) first or pass --train_file.")
+            "tapas-tf create-pretrain-data) first or pass --train_file.")
     return files
 
 

@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
-from tapas_tf import init_from_bert as init_from_bert_cli  # noqa: E402
 from tapas_tf.checkpoints import bert_init as ifb, importer as ic, model_dir  # noqa: E402
 from tapas_tf.models.qa_model import dummy_features  # noqa: E402
+from tests.command_runner import run_command  # noqa: E402
 
 H, LAYERS, HEADS, INTERMEDIATE, VOCAB, POSITIONS = 8, 2, 2, 12, 20, 16
 BERT_CONFIG = {
@@ -164,10 +164,11 @@ def test_unknown_and_missing_tensors_are_refused(tmp_path):
         ifb.init_from_bert(model, str(tmp_path))
 
 
-def test_cli_writes_a_model_directory(bert_dir, tmp_path, capsys):
+def test_cli_writes_a_model_directory(bert_dir, tmp_path):
     out = str(tmp_path / "out")
-    assert init_from_bert_cli.main([f"--bert_dir={bert_dir}", f"--model_dir={out}", "--task=WTQ"]) == 0
-    assert "38 weights from" in capsys.readouterr().out  # 4 embedding + 32 layer + 2 pooler; 12 fresh
+    result = run_command("init-from-bert", f"--bert_dir={bert_dir}", f"--model_dir={out}", "--task=WTQ")
+    assert result.returncode == 0, result.stderr
+    assert "38 weights from" in result.stdout  # 4 embedding + 32 layer + 2 pooler; 12 fresh
     config = model_dir.load_config(out)
     assert (config.hidden_size, config.temperature, config.num_aggregation_labels) == (H, 0.0352513, 4)
     model_dir.load_model(out)

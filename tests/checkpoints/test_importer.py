@@ -17,9 +17,9 @@ import tensorflow as tf  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 import tapas_tf  # noqa: E402
-from tapas_tf import import_checkpoint as import_checkpoint_cli  # noqa: E402
 from tapas_tf.checkpoints import hf, importer as ic, names, tf1  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
+from tests.command_runner import run_command  # noqa: E402
 
 TINY = dict(
     vocab_size=20,
@@ -442,17 +442,22 @@ def test_model_options_parsing():
         ic.parse_model_options("{temperature: 0.5}")
 
 
-def test_cli_writes_a_model_dir_and_reports_errors(tmp_path, capsys):
+def test_cli_writes_a_model_dir_and_reports_errors(tmp_path):
     config = TapasConfig(**TINY)
     source = _write_hf(tmp_path / "hf", hf.canonical_to_hf(ic.export_tf1_arrays(_random_model(config))),
                        _hf_config(config))
     out = str(tmp_path / "out")
-    assert import_checkpoint_cli.main(["--format=hf", f"--source={source}", f"--model_dir={out}",
-                    '--model_options={"temperature": 0.5}']) == 0
-    assert "TapasForQuestionAnswering, 49 weights mapped, 0 fresh, 0 dropped" in capsys.readouterr().out
+    result = run_command("import", "--format=hf", f"--source={source}", f"--model_dir={out}",
+                         '--model_options={"temperature": 0.5}')
+    assert result.returncode == 0, result.stderr
+    assert "TapasForQuestionAnswering, 49 weights mapped, 0 fresh, 0 dropped" in result.stdout
     assert tapas_tf.checkpoints.model_dir.load_config(out).temperature == 0.5
-    assert import_checkpoint_cli.main(["--format=hf", f"--source={source}", f"--model_dir={out}", "--task=SQA"]) == 1
-    assert "--task applies to --format=tf1 only" in capsys.readouterr().err
+    result = run_command("import", "--format=hf", f"--source={source}", f"--model_dir={out}", "--task=SQA")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("tapas-tf import: error: --task applies to --format=tf1 only")
+    result = run_command("import", "--format=hf", f"--source={source}", f"--model_dri={out}")
+    assert result.returncode == 2
+    assert "unknown flag --model_dri" in result.stderr and "did you mean --model_dir?" in result.stderr
 
 
 # --- ablations: a released checkpoint into a model with an embedding switched off ------------

@@ -280,7 +280,7 @@ def test_verify_and_export_take_a_released_tabfact_model(server, tmp_path):
     case = PARITY_CASES[0]
     table = tmp_path / "table.csv"
     pd.DataFrame(case["table"]).to_csv(table, index=False)
-    result = subprocess.run([sys.executable, "-m", "tapas_tf.commands.verify", f"--table={table}",
+    result = subprocess.run([sys.executable, "-m", "tapas_tf.commands.dispatch", "verify", f"--table={table}",
                              f"--model={TABFACT_REPO}", "--json", case["statement"]], cwd=str(tmp_path),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

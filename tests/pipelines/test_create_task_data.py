@@ -15,6 +15,7 @@ from tapas_tf.data.sample_data import write_sample
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.example_features import ints_to_question_id, parsing_spec
 from tapas_tf.tasks import Task
+from tests.command_runner import TAPAS_TF
 from tests.vocab_fixture import write_test_vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -327,13 +328,13 @@ def test_cli_default_keeps_every_dev_question_and_says_so(tmp_path):
     assert "oneDNN" not in result.stderr and "cuda" not in result.stderr
 
 
-def test_beam_job_nodrop_rows_to_fit_drops_and_counts_dev_questions_as_before(tmp_path):
-    """beam_jobs/create_task_data.py --nodrop_rows_to_fit: today's drop-and-count, for dev too."""
+def test_create_data_nodrop_rows_to_fit_drops_and_counts_dev_questions_as_before(tmp_path):
+    """tapas-tf create-data --nodrop_rows_to_fit: today's drop-and-count, for dev too."""
     data, out = _wtq_big_table_release(tmp_path), tmp_path / "out"
     vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TAPAS_TF_DEBUG")}
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "beam_jobs", "create_task_data.py"), "--task=WTQ",
+        [*TAPAS_TF, "create-data", "--task=WTQ",
          f"--input_dir={data}", f"--output_dir={out}", f"--vocab_file={vocab}", f"--max_seq_length={BIG_SEQ}",
          "--nodrop_rows_to_fit", "--direct_num_workers=1"],
         capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -19,10 +18,12 @@ from google.protobuf import text_format
 
 from tapas_tf.beam_jobs import create_pretrain_data as job
 from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.pretrain_config import PretrainConfig
 from tapas_tf.features.example_features import pretrain_parsing_spec
 from tapas_tf.pipelines import pretrain_data
 from tapas_tf.pipelines.progress import ProgressSettings
 from tapas_tf.wikipedia import wikitext_tables
+from tests.command_runner import TAPAS_TF
 from tests.vocab_fixture import write_test_vocab
 from tests.wikipedia.dump_fixtures import FixturePage, write_multistream
 
@@ -77,11 +78,11 @@ def _write_inputs(folder):
 def _run(folder, out, *extra, progress_settings=None):
     dump, exclusions = _write_inputs(folder)
     vocab = write_test_vocab(str(folder / "vocab.txt"), ["norway", "sweden", "glomma", "lions", "bears"])
-    args, rest = job.parser().parse_known_args([
-        f"--output_dir={out}", f"--input_dumps={dump}", f"--input_pages={folder / 'pages' / '*' / '*.html.gz'}",
-        f"--exclude_tables={exclusions}", f"--vocab_file={vocab}", f"--dupe_factor={DUPES}",
-        "--max_seq_length=64", "--test_fraction=0.0", "--streams_per_range=1", *extra])
-    return job.run(args, rest, progress_settings)
+    pretrain_job = job.PretrainJob(output_dir=str(out), input_dumps=(str(dump),),
+                                   input_pages=(str(folder / "pages" / "*" / "*.html.gz"),),
+                                   exclude_tables=str(exclusions), streams_per_range=1)
+    config = PretrainConfig(vocab_file=vocab, dupe_factor=DUPES, max_seq_length=64, test_fraction=0.0)
+    return job.run(pretrain_job, config, list(extra), progress_settings)  # extra: Beam's pipeline options.
 
 
 @pytest.fixture(scope="module")
@@ -165,10 +166,10 @@ def test_released_text_protos_are_read_unchanged(tmp_path):
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write(text_format.MessageToString(released, as_one_line=True) + "\nthis is not a proto\n")
     vocab = write_test_vocab(str(tmp_path / "vocab.txt"))
-    args, rest = job.parser().parse_known_args([
-        f"--output_dir={tmp_path / 'out'}", "--stage=examples", f"--input_interactions={path}",
-        f"--vocab_file={vocab}", "--dupe_factor=3", "--max_seq_length=64", "--test_fraction=0.0"])
-    counters = job.run(args, rest)["counters"]
+    pretrain_job = job.PretrainJob(output_dir=str(tmp_path / "out"), stage="examples",
+                                   input_interactions=(str(path),))
+    config = PretrainConfig(vocab_file=vocab, dupe_factor=3, max_seq_length=64, test_fraction=0.0)
+    counters = job.run(pretrain_job, config, [])["counters"]
     assert counters["interactions_read"] == 1 and counters["interactions_bad_line"] == 1
     assert counters["examples_written_train"] == 3
 
@@ -210,9 +211,9 @@ def test_exclusion_lines(line, name):
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "beam_jobs", "create_pretrain_data.py"),
-                             f"--output_dir={tmp_path}", "--input_pagse=x"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*TAPAS_TF, "create-pretrain-data", f"--output_dir={tmp_path}", "--input_pagse=x"],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "did you mean --input_pages?" in result.stderr
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "beam_jobs", "create_pretrain_data.py"),
-                             f"--output_dir={tmp_path}"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*TAPAS_TF, "create-pretrain-data", f"--output_dir={tmp_path}"],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "needs --input_dumps or --input_pages" in result.stderr.strip().splitlines()[-1]

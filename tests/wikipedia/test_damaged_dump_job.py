@@ -38,10 +38,9 @@ def run(tmp_path_factory):
     dump = folder / "dewiki-test-pages-articles-multistream.xml.bz2"
     write_multistream(dump, folder / "dewiki-test-pages-articles-multistream-index.txt.bz2", PAGES,
                       pages_per_stream=2, wiki=GERMAN)
-    args, rest = job.parser().parse_known_args([f"--output_dir={out}", f"--input_dumps={dump}",
-                                                "--stage=extract", "--streams_per_range=1",
-                                                "--direct_num_workers=1"])
-    report = job.run(args, rest)
+    pretrain_job = job.PretrainJob(output_dir=str(out), input_dumps=(str(dump),), stage="extract",
+                                   streams_per_range=1)
+    report = job.run(pretrain_job, None, ["--direct_num_workers=1"])
     (path,) = (out / "interactions").glob("*.txtpb.gz")
     lines = gzip.open(path, "rt", encoding="utf-8").read().splitlines()
     interactions = [text_format.Parse(line, interaction_pb2.Interaction()) for line in lines]

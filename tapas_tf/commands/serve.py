@@ -1,0 +1,55 @@
+"""Command line: the web page of the ask API (`tapas_tf.serving.web_app`); needs `pip install tapas-tf[web]`.
+
+    tapas-tf serve                               # the bundled model, http://127.0.0.1:8000
+    tapas-tf serve --model_dir=MODEL_DIR --port=8080
+    tapas-tf serve --model=google/tapas-base-finetuned-wtq   # a released model, imported once
+
+Upload a CSV file (or load an example table), ask, follow up, start a new conversation, or check a
+statement (--tabfact_model_dir, docs/TABFACT.md). Ctrl-C or SIGTERM stops it after the requests in
+flight (exit 0). Errors are one line, `serve: error: ...`
+(exit 2 for a wrong command line); --verbosity=debug also shows TensorFlow's C++ lines.
+"""
+
+from absl import flags
+
+import tapas_tf.cli as cli
+import tapas_tf.commands.model_flags as model_flags
+
+PROG = "serve"
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    model_flags.define_flags(__name__)  # --model_dir, --model, --threshold, ...
+    flags.DEFINE_string("host", "127.0.0.1", "Address to listen on. The default is reachable from this machine "
+                        "only; the page has no login, so expose it (0.0.0.0) only on a trusted network.")
+    flags.DEFINE_integer("port", 8000, "Port to listen on.")
+    flags.DEFINE_integer("max_sessions", 32, "Tables (with their conversations) kept at once; the least recently "
+                         "used goes first.")
+    flags.DEFINE_integer("max_table_rows", 10_000, "The most body rows of an uploaded table.")
+    flags.DEFINE_integer("max_table_columns", 1_000, "The most columns of an uploaded table.")
+    flags.DEFINE_integer("max_upload_mb", 5, "The largest CSV file accepted, in MiB.")
+    flags.DEFINE_bool("access_log", True, "Log a line per request (uvicorn's); start-up and errors are logged either way.")
+    flags.DEFINE_bool("warm_up", True, "Trace the model at every sequence length before listening (no question waits).")
+    flags.DEFINE_string("tabfact_model_dir", None, "The TabFact model of the page's \"check a statement\" mode; "
+                        "default the bundled one, if installed; 'none': no such mode.")
+
+
+def main(argv: list[str]) -> None:
+    try:
+        from tapas_tf.serving import web_app, web_sessions
+    except ImportError as e:
+        cli.fail(PROG, f"{e.name} is missing; install the web extra: pip install 'tapas-tf[web]'", cli.ERROR_EXIT_CODE)
+    try:
+        limits = web_sessions.WebLimits(max_upload_bytes=FLAGS.max_upload_mb * 2**20, max_table_rows=FLAGS.max_table_rows,
+                                        max_table_columns=FLAGS.max_table_columns, max_sessions=FLAGS.max_sessions)
+        qa = model_flags.load_table_qa()
+        web = web_app.create_app(qa, limits, qa.name,
+                                 fact_checker=web_app.fact_checker_loader(FLAGS.tabfact_model_dir, FLAGS.vocab_file))
+        if FLAGS.warm_up:
+            qa.warm_up()
+    except (FileNotFoundError, ValueError) as e:
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+    except KeyboardInterrupt:
+        cli.fail(PROG, "interrupted before the server started", 130)
+    web_app.run_server(web, FLAGS.host, FLAGS.port, FLAGS.access_log)
