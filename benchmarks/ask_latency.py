@@ -69,7 +69,6 @@ import pandas as pd  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 
 from machine import machine, machine_line  # noqa: E402  (benchmarks/machine.py)
 

@@ -14,7 +14,6 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -40,7 +40,6 @@ from typing import List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 from machine import machine, machine_line  # noqa: E402
 

@@ -13,10 +13,8 @@ import collections
 import json
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # noqa: E402
 

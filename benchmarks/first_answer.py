@@ -35,8 +35,6 @@ from typing import Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, HERE)
 
 from ask_latency import OtherCpu  # noqa: E402  (benchmarks/ask_latency.py)
 from machine import machine, machine_line  # noqa: E402  (benchmarks/machine.py)

@@ -17,11 +17,9 @@ import glob
 import json
 import os
 import resource
-import sys
 import time
 from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tapas_tf.data.readers import wtq  # noqa: E402
 from tapas_tf.wikipedia import html_tables  # noqa: E402

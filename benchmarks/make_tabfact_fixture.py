@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 from typing import Optional
 
 import numpy as np
@@ -41,7 +40,6 @@ import transformers
 from transformers import TapasConfig, TapasForSequenceClassification, TapasTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 from tests.vocab_fixture import write_test_vocab  # noqa: E402  (pure Python, no TensorFlow)
 
 LAYER_NORM_NOISE_STD = 0.5

@@ -23,8 +23,6 @@ ROOT = os.path.dirname(HERE)
 # One thread for the reference product, set before NumPy loads its BLAS.
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 

@@ -16,11 +16,9 @@ The output is a Markdown table (pasted into docs/PARITY.md).
 import argparse
 import json
 import os
-import sys
 import tempfile
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=wrong-import-position
 import numpy as np

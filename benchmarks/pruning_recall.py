@@ -17,11 +17,9 @@ No model is involved: this measures the input the model gets, not its accuracy.
 import argparse
 import json
 import os
-import sys
 import time
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tapas_tf.data.protos import interaction_pb2  # noqa: E402
 from tapas_tf.data.readers import wtq  # noqa: E402

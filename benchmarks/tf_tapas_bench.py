@@ -44,15 +44,12 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from typing import Callable, Dict, List, Optional  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
-sys.path.insert(0, os.path.dirname(_HERE))
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 
 import tapas_tf  # noqa: E402,F401  (no TensorFlow yet: sets the project's defaults, oneDNN on, before it loads)

@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from typing import Optional
 
@@ -34,7 +33,6 @@ import torch
 import transformers
 from transformers import TapasConfig, TapasForQuestionAnswering
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 
 # Size presets of the project (models/config.py): layers, hidden; heads = hidden / 64, FFN = 4 x hidden.

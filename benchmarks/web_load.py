@@ -44,7 +44,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 
 from machine import machine, machine_line  # noqa: E402  (benchmarks/machine.py)
 

@@ -36,7 +36,6 @@ from typing import Dict, List  # noqa: E402
 import requests  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.serving import web_app  # noqa: E402

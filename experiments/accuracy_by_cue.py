@@ -18,7 +18,6 @@ import re
 import sys
 from typing import Dict, List
 
-sys.path.insert(0, __file__.rsplit("/experiments/", 1)[0])
 from tapas_tf.data.interaction_io import read_interactions  # noqa: E402
 from tapas_tf.inference.prediction_files import read_predictions_tsv  # noqa: E402
 from tapas_tf.inference.sequential import PredictionRun, question_results  # noqa: E402

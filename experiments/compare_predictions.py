@@ -10,7 +10,6 @@ JSON object, with up to five question ids that differ.
 import json
 import sys
 
-sys.path.insert(0, __file__.rsplit("/experiments/", 1)[0])
 from tapas_tf.inference.prediction_files import read_predictions_tsv  # noqa: E402
 
 

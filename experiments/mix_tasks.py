@@ -106,7 +106,6 @@ def main(argv=None) -> int:
                     writer.write(record)
 
     # Interactions of the held-out questions, for run_task.py --mode=predict --interactions_file.
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     from tapas_tf.data import interaction_io  # pylint: disable=import-outside-toplevel
     for task, data, name in (("WTQ", args.wtq_data, "holdout"), ("SQA", args.sqa_data, "holdout_sqa")):
         with tf.io.TFRecordWriter(os.path.join(args.output_dir, f"interactions/{name}.tfrecord")) as writer:

@@ -23,7 +23,6 @@ import csv
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from mix_tasks import table_key, wtq_dev_tables  # noqa: E402  (experiments/ is not a package)
 from tapas_tf.data import interaction_io  # noqa: E402
