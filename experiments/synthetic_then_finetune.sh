@@ -72,12 +72,15 @@ stage=${1:?usage: $0 tables|data|pages|tables2|data2|synth NAME|stack NAME SOURC
 shift
 
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# No table that a score is measured on: SQA's and WTQ's dev splits and the held-out slice.
+EXCLUDE=(--exclude_interactions="$WORK/wtq_data/interactions/dev.tfrecord"
+         --exclude_interactions="$WORK/sqa_data/interactions/dev.tfrecord"
+         --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord")
 
 case "$stage" in
   tables)
-    "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
-      --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
-      --output="$WORK/synth/tables/train.tfrecord" --excluded_out="$WORK/synth/exclude_tables.txt"
+    "$PYTHON" -m tapas_tf.commands.dispatch collect-tables --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
+      "${EXCLUDE[@]}" --output="$WORK/synth/tables/train.tfrecord" --excluded_out="$WORK/synth/exclude_tables.txt"
     ;;
   data)
     stamp "SYNTHETIC create_data"
@@ -96,10 +99,8 @@ case "$stage" in
   tables2)
     # Every shard the Wikipedia job wrote (one per bundle).
     pages=("$WORK"/synth/pages/interactions/*.tfrecord)
-    "$PYTHON" experiments/synthetic_tables.py --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
-      "${pages[@]/#/--interactions=}" \
-      --exclude_interactions="$WORK/mix/interactions/holdout.tfrecord" --datasets="$DATASETS" \
-      --output="$WORK/synth2/tables/train.tfrecord"
+    "$PYTHON" -m tapas_tf.commands.dispatch collect-tables --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
+      "${pages[@]/#/--interactions=}" "${EXCLUDE[@]}" --output="$WORK/synth2/tables/train.tfrecord"
     ;;
   data2)
     stamp "SYNTHETIC create_data, the wider table set"

@@ -60,6 +60,10 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
                          "with P(entailed).", _command("verify")),
     "make-statements": Subcommand("TabFact: true and false statements from a split's tables (intermediate "
                                   "pre-training).", _command("make_statements")),
+    "bundle": Subcommand("Write a fine-tuned model directory as a compact (float16 or int8) bundled model, with "
+                         "its dev scores.", _command("bundle")),
+    "collect-tables": Subcommand("The distinct tables of interaction files, without evaluation tables (the "
+                                 "synthetic stage's input).", _command("collect_tables")),
     "create-pretrain-data": Subcommand("Wikipedia pages -> masked-LM pre-training examples (a Beam job).",
                                        _command("create_pretrain_data"), pipeline_options=True),
 }

@@ -15,7 +15,6 @@ the pages read and the examples written are also reported to the job's progress
 
 import logging
 import os
-import re
 from typing import Dict, FrozenSet, Iterable, Iterator, Optional, Tuple
 
 import apache_beam as beam
@@ -26,6 +25,7 @@ from google.protobuf import text_format
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.data.table_collection import table_name
 from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
 from tapas_tf.pipelines import progress
 from tapas_tf.pipelines.classifier_data import counter
@@ -35,8 +35,6 @@ from tapas_tf.wikipedia.pretrain_interactions import ExtractedTable, to_interact
 SPLITS = ("train", "test")
 # Streams of a multistream dump read by one worker (about 100 pages each).
 STREAMS_PER_RANGE = 10
-_WTQ_NAME = re.compile(r"(?:^|/)(?:csv/)?(\d{3})-csv/(\d+)\.csv$")
-_SQA_NAME = re.compile(r"(?:^|/)(?:table_csv/)?(\d{3})_(\d+)\.csv$")
 
 
 # --- exclusion ----------------------------------------------------------------------------------
@@ -47,16 +45,13 @@ def normalize_exclusion(line: str) -> Optional[str]:
 
     Table ids pass unchanged; WikiTableQuestions names (`csv/204-csv/590.csv`, `204-csv/590.csv`)
     and SQA table files (`table_csv/204_590.csv`, the same tables) become `csv/204-csv/590.csv`,
-    which is the alias the rendered page of that table carries; `title:Some page` names a page.
+    which is the alias the rendered page of that table carries (`table_collection.table_name`);
+    `title:Some page` names a page.
     """
     text = line.strip()
     if not text or text.startswith("#"):
         return None
-    for pattern in (_WTQ_NAME, _SQA_NAME):
-        found = pattern.search(text)
-        if found:
-            return f"csv/{found.group(1)}-csv/{found.group(2)}.csv"
-    return text
+    return table_name(text)
 
 
 def read_exclusions(path: str) -> FrozenSet[str]:

@@ -24,6 +24,7 @@ from tests.inference.test_sequential import (  # noqa: E402, F401 (trained is a 
     save_model_dir,
     trained,
 )
+from tests.command_runner import run_command  # noqa: E402
 from tests.model_fixtures import tiny_config  # noqa: E402
 from tests.vocab_fixture import write_test_vocab  # noqa: E402
 
@@ -186,3 +187,26 @@ def test_sequential_prediction_runs_on_a_compact_directory(trained, tmp_path):  
     # Equal to the float32 checkpoint's, whatever the fit: how well the fixture learned its few
     # questions depends on the CPU's kernels, not on the compact format.
     assert small.metrics["ALL"] == full.metrics["ALL"] > 0
+
+
+def test_bundle_command_writes_a_compact_directory_with_its_dev_scores(source, tmp_path):
+    """`tapas-tf bundle --out_dir=...`: float16 weights, the vocabulary, and the dev scores it read."""
+    predictions = os.path.join(source, "predictions")
+    os.makedirs(predictions, exist_ok=True)
+    out = tmp_path / "bundle" / "wtq"
+    result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={out}")
+    assert result.returncode == 1 and result.stderr.strip() == (
+        f"tapas-tf bundle: error: {os.path.join(predictions, 'wtq_dev_metrics.json')}: evaluate the model on "
+        "dev first (tapas-tf predict-and-evaluate)")
+    with open(os.path.join(predictions, "wtq_dev_metrics.json"), "w") as f:
+        json.dump({"denotation_accuracy": 0.25}, f)
+    result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={out}",
+                         "--note=a test", "--command=train it")
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(out)) == sorted([compact.INFO_FILE, model_dir_lib.CONFIG_FILE, compact.WEIGHTS_FILE,
+                                              "vocab.txt"])
+    with open(out / compact.INFO_FILE) as f:
+        notes = json.load(f)["notes"]
+    assert notes == {"about": "a test", "role": "aggregation", "commands": ["train it"],
+                     "wtq_dev": {"denotation_accuracy": 0.25}}
+    assert "bundled weights" in result.stdout

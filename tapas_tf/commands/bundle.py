@@ -1,9 +1,10 @@
-"""Writes a fine-tuned model directory as one of the models bundled with the package.
+"""Command line: write a fine-tuned model directory as one of the models bundled with the package.
 
-    python experiments/bundle_model.py --role=conversation --model_dir=/tmp/exp/sqa_long --note="..." \
+    tapas-tf bundle --role=conversation --model_dir=/tmp/exp/sqa_long --note="..." \
         --command="experiments/minilm_sqa_wtq.sh data" --command="..."
-    python experiments/bundle_model.py --role=aggregation --model_dir=/tmp/exp/wtq_from_sqa --weights=int8 ...
-    python experiments/bundle_model.py --role=tabfact --model_dir=/tmp/exp/tabfact --checkpoint=... ...
+    tapas-tf bundle --role=aggregation --model_dir=/tmp/exp/wtq_from_sqa --weights=int8 ...
+    tapas-tf bundle --role=tabfact --model_dir=/tmp/exp/tabfact --checkpoint=... ...
+    tapas-tf bundle --role=conversation --model_dir=... --out_dir=my_bundle/sqa   # anywhere else
 
 A bundle (`tapas_tf.checkpoints.bundled`: BUNDLED_DIR for the conversation model, AGGREGATION_DIR
 for the aggregation model) is a compact directory: float16 (or, with --weights=int8, int8) weights,
@@ -13,7 +14,9 @@ and in `compact.json` the commands that made it and its dev evaluations, read fr
 (`dev_gold_previous_metrics.json`), required for the conversation model, and WTQ's denotation
 accuracy (`wtq_dev_metrics.json`), required for the aggregation model; TabFact's dev accuracy
 (`dev_metrics.json` of `--task=TABFACT`) for the TabFact model (TABFACT_DIR). Every bundled model's
-weights together (LiteRT copies included) must stay within MAX_BUNDLED_BYTES.
+weights together (LiteRT copies included) must stay within MAX_BUNDLED_BYTES. Errors are one line,
+`tapas-tf bundle: error: ...`. Then `tapas-tf export --export_lite --model_dir=OUT_DIR` adds the
+LiteRT copy that answers first.
 """
 
 import json
@@ -21,31 +24,44 @@ import os
 import shutil
 from typing import Any, Dict, List
 
-from absl import app, flags
+from absl import flags
 
+import tapas_tf.cli as cli
+
+PROG = "bundle"
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "The fine-tuned model directory, evaluated on SQA dev both ways.")
-flags.DEFINE_string("checkpoint", None, "The checkpoint to bundle (the one evaluated); default the newest.")
-flags.DEFINE_enum("role", "conversation", ["conversation", "aggregation", "tabfact"],
-                  "Which bundled model this becomes.")
-flags.DEFINE_string("out_dir", None, "Where to write; default the package's bundled directory of --role.")
-flags.DEFINE_multi_string("command", [], "The commands that made the model, in order.")
-flags.DEFINE_string("note", "", "A sentence on what the model is.")
-flags.DEFINE_enum("weights", "float16", ["float16", "int8"], "How the weights are stored: int8 (weight-only, "
-                  "a scale per row or column) is half the size; check its dev answers against float16's.")
-flags.mark_flag_as_required("model_dir")
+ROLES = ("conversation", "aggregation", "tabfact")
+
+
+def define_flags() -> None:
+    flags.DEFINE_string("model_dir", None, "The fine-tuned model directory, evaluated on dev (its predictions/).")
+    flags.DEFINE_string("checkpoint", None, "The checkpoint to bundle (the one evaluated); default the newest.")
+    flags.DEFINE_enum("role", "conversation", list(ROLES), "Which bundled model this becomes.")
+    flags.DEFINE_string("out_dir", None, "Where to write; default the package's bundled directory of --role.")
+    flags.DEFINE_multi_string("command", [], "The commands that made the model, in order.")
+    flags.DEFINE_string("note", "", "A sentence on what the model is.")
+    flags.DEFINE_enum("weights", "float16", ["float16", "int8"], "How the weights are stored: int8 (weight-only, "
+                      "a scale per row or column) is half the size; check its dev answers against float16's.")
+    flags.mark_flag_as_required("model_dir")
 
 
 def _metrics(model_dir: str, run: str) -> Dict[str, Any]:
     path = os.path.join(model_dir, "predictions", f"{run}_metrics.json")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: evaluate the model on dev first (run_task.py --mode=predict_and_evaluate)")
+        raise FileNotFoundError(f"{path}: evaluate the model on dev first (tapas-tf predict-and-evaluate)")
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
 def main(argv: List[str]) -> None:
-    del argv
+    cli.reject_positional_arguments(PROG, argv)
+    try:
+        _bundle()
+    except (ValueError, OSError) as e:
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+
+
+def _bundle() -> None:
     from tapas_tf.checkpoints import compact
     from tapas_tf.checkpoints.bundled import (AGGREGATION_DIR, BUNDLED_DIR, MAX_BUNDLED_BYTES, TABFACT_DIR,
                                               bundled_weights_bytes)
@@ -77,8 +93,4 @@ def main(argv: List[str]) -> None:
     total = bundled_weights_bytes(bundled)
     print(f"{bundled}: bundled weights {total:,} bytes (limit {MAX_BUNDLED_BYTES:,})")
     if total > MAX_BUNDLED_BYTES:
-        raise SystemExit(f"{bundled}: bundled weights of {total:,} bytes exceed {MAX_BUNDLED_BYTES:,}")
-
-
-if __name__ == "__main__":
-    app.run(main)
+        raise ValueError(f"{bundled}: bundled weights of {total:,} bytes exceed {MAX_BUNDLED_BYTES:,}")
