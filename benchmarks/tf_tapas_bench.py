@@ -53,12 +53,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 
 import tapas_tf  # noqa: E402,F401  (no TensorFlow yet: sets the project's defaults, oneDNN on, before it loads)
+from tapas_tf.models.config import SIZES as MODEL_SIZES  # noqa: E402  (no TensorFlow either)
 
 # Heavy imports (TensorFlow, the model) happen in `main`, after the thread counts are known:
 # tf.config.threading must be set before TensorFlow runs its first op.
 tf = None
 
-SIZES = ("tiny", "mini", "small", "medium", "base", "large")
+SIZES = tuple(MODEL_SIZES)  # The size presets of models/config.py.
 DEFAULT_BATCH = {"tiny": 32, "mini": 32, "small": 32, "medium": 16, "base": 8, "large": 4}
 BUCKETS = (64, 128, 256, 512)
 

@@ -248,45 +248,80 @@ def _field_default(field: dataclasses.Field) -> Any:
     return None
 
 
-def define_config_flags(config_class: type, module_name: str, skip: Sequence[str] = ()) -> None:
+def define_config_flags(config_class: type, module_name: str, skip: Sequence[str] = (),
+                        fields: Optional[Sequence[str]] = None, none_defaults: Sequence[str] = (),
+                        flag_values: Any = None) -> None:
     """Defines an absl flag per field of the frozen dataclass `config_class` (`config_field`s, or
-    fields with a "help" in their metadata): string, integer, float, bool, enum (choices) or, for a
-    tuple field, a repeatable string flag. A field without a default is a required flag. A new
-    option of a command is then one field of its config, and nothing else."""
+    fields with a "help" in their metadata): string, integer, float, bool, enum (choices), a comma
+    list for a tuple of ints, a repeatable string flag for a tuple of strings. A new option of a
+    command is then one field of its config, and nothing else.
+
+    `fields`: only these (default every field not in `skip`). A field without a default is a
+    required flag; the flags of `none_defaults` default to None ("not given": the caller's own
+    default applies, e.g. a task's preset). `flag_values`: default absl's FLAGS."""
     from absl import flags
 
+    where = dict(module_name=module_name, flag_values=flags.FLAGS if flag_values is None else flag_values)
     hints = typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
-        if field.name in skip:
+        if field.name in skip or (fields is not None and field.name not in fields):
             continue
         text = field.metadata.get("help")
         if not text:
             raise ValueError(f"{config_class.__name__}.{field.name} has no help text for its flag")
-        default, kind, choices = _field_default(field), hints[field.name], field.metadata.get("choices")
+        default = None if field.name in none_defaults else _field_default(field)
+        kind, choices = hints[field.name], field.metadata.get("choices")
         if choices:
-            flags.DEFINE_enum(field.name, default, list(choices), text, module_name=module_name)
+            flags.DEFINE_enum(field.name, default, list(choices), text, **where)
+        elif _is_tuple_of(kind, int):
+            flags.DEFINE_list(field.name, None if default is None else [str(v) for v in default], text, **where)
         elif typing.get_origin(kind) is tuple:
-            flags.DEFINE_multi_string(field.name, list(default) or None, text + " (repeatable)",
-                                      module_name=module_name)
+            flags.DEFINE_multi_string(field.name, None if default is None else list(default) or None,
+                                      text + " (repeatable)", **where)
         else:
             define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float}.get(
-                kind, flags.DEFINE_string)
-            define(field.name, default, text, module_name=module_name)
+                _without_none(kind), flags.DEFINE_string)
+            define(field.name, default, text, **where)
         if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            flags.mark_flag_as_required(field.name)
+            flags.mark_flag_as_required(field.name, flag_values=where["flag_values"])
 
 
-def config_from_flags(config_class: type, skip: Sequence[str] = (), **values: Any) -> Any:
-    """The `config_class` instance the flags of `define_config_flags` describe, with `values` for
-    the skipped fields. Raises what its `__post_init__` raises (ValueError) for a bad combination."""
+def _without_none(kind: Any) -> Any:
+    """`Optional[X]` -> X; anything else as it is."""
+    arguments = [a for a in typing.get_args(kind) if a is not type(None)]
+    return arguments[0] if typing.get_origin(kind) is typing.Union and len(arguments) == 1 else kind
+
+
+def _is_tuple_of(kind: Any, item: type) -> bool:
+    return typing.get_origin(kind) is tuple and typing.get_args(kind)[:1] == (item,)
+
+
+def config_flag_values(config_class: type, fields: Sequence[str], flag_values: Any = None) -> Dict[str, Any]:
+    """{field: its flag's value} for flags of `define_config_flags`, as the field's type wants them
+    (a tuple for a tuple field, ints for a comma list of ints; None where not given)."""
     from absl import flags
 
-    for field in dataclasses.fields(config_class):
-        if field.name not in skip:
-            value = flags.FLAGS[field.name].value
-            values[field.name] = tuple(value or ()) if typing.get_origin(
-                typing.get_type_hints(config_class)[field.name]) is tuple else value
-    return config_class(**values)
+    hints = typing.get_type_hints(config_class)
+    values = {}
+    for name in fields:
+        value = (flags.FLAGS if flag_values is None else flag_values)[name].value
+        if value is not None and _is_tuple_of(hints[name], int):
+            value = tuple(int(v) for v in value)
+        elif value is not None and typing.get_origin(hints[name]) is tuple:
+            value = tuple(value)
+        values[name] = value
+    return values
+
+
+def config_from_flags(config_class: type, skip: Sequence[str] = (), flag_values: Any = None, **values: Any) -> Any:
+    """The `config_class` instance the flags of `define_config_flags` describe, with `values` for
+    the skipped fields. Raises what its `__post_init__` raises (ValueError) for a bad combination."""
+    names = [field.name for field in dataclasses.fields(config_class) if field.name not in skip]
+    given = config_flag_values(config_class, names, flag_values)
+    for name, value in given.items():  # A repeatable flag not given is an empty tuple.
+        if value is None and typing.get_origin(typing.get_type_hints(config_class)[name]) is tuple:
+            given[name] = ()
+    return config_class(**given, **values)
 
 
 def option_flag_values(specs: Iterable[OptionSpec]) -> Dict[str, Any]:

@@ -6,6 +6,7 @@ real job), once as is and once with `--verbosity=debug`. The environment of thes
 TF_CPP_MIN_LOG_LEVEL, so what stderr shows is what the command line chose.
 """
 
+import dataclasses
 import io
 import logging
 import os
@@ -13,8 +14,10 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Optional, Tuple
 
 import pytest
+from absl import flags as absl_flags
 
 from tapas_tf import cli
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR
@@ -159,3 +162,50 @@ def test_a_level_the_user_set_wins(tmp_path):
     result = _run(COMMAND_LINES["run_task"](tmp_path), TF_CPP_MIN_LOG_LEVEL="0")
     assert CPP_LOG_LINE.search(result.stderr), result.stderr[-3000:]
     assert result.stderr.rstrip().splitlines()[-2].startswith("run_task.py: error: model directory")
+
+
+# --- flags generated from a frozen config ---------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _JobConfig:
+    output: str = cli.config_field(help="Where to write.")
+    mode: str = cli.config_field("fast", "How.", choices=("fast", "slow"))
+    inputs: Tuple[str, ...] = cli.config_field((), "An input.")
+    lengths: Tuple[int, ...] = cli.config_field((128, 256), "Bucket lengths.")
+    rate: Optional[float] = cli.config_field(None, "A rate; default the task's.")
+    steps: int = cli.config_field(10, "Steps.")
+    verbose: bool = cli.config_field(False, "Say more.")
+
+
+def _flag_values(*argv):
+    values = absl_flags.FlagValues()
+    cli.define_config_flags(_JobConfig, __name__, flag_values=values, none_defaults=("steps",))
+    values(["prog", *argv])
+    return values
+
+
+def test_config_flags_are_generated_from_the_fields():
+    values = _flag_values("--output=out", "--mode=slow", "--inputs=a", "--inputs=b", "--lengths=64,512",
+                          "--rate=0.5", "--verbose")
+    config = cli.config_from_flags(_JobConfig, flag_values=values, skip=("steps",), steps=3)
+    assert config == _JobConfig(output="out", mode="slow", inputs=("a", "b"), lengths=(64, 512), rate=0.5,
+                                steps=3, verbose=True)
+    defaults = _flag_values("--output=out")
+    assert cli.config_flag_values(_JobConfig, ["inputs", "lengths", "rate", "steps", "verbose"], defaults) == {
+        "inputs": None, "lengths": (128, 256), "rate": None, "steps": None, "verbose": False}
+    assert values["mode"].help == "<fast|slow>: How." and values["lengths"].help == "Bucket lengths."
+
+
+def test_config_flags_refuse_a_missing_required_flag_a_bad_choice_and_a_field_without_help():
+    with pytest.raises(absl_flags.IllegalFlagValueError, match="--output must have a value"):
+        _flag_values("--mode=fast")
+    with pytest.raises(absl_flags.IllegalFlagValueError, match="value should be one of <fast|slow>"):
+        _flag_values("--output=x", "--mode=quick")
+
+    @dataclasses.dataclass(frozen=True)
+    class NoHelp:
+        name: str = "x"
+
+    with pytest.raises(ValueError, match="NoHelp.name has no help text"):
+        cli.define_config_flags(NoHelp, __name__, flag_values=absl_flags.FlagValues())

@@ -88,6 +88,21 @@ def checkpoint_dir(model_dir: str) -> str:
     return os.path.join(model_dir, CHECKPOINT_DIR)
 
 
+def write_record(model_dir: str, relative_path: str, values: Mapping[str, object], sort_keys: bool = True) -> str:
+    """Writes `values` as indented JSON to MODEL_DIR/RELATIVE_PATH (overwriting it), through
+    TensorFlow's file system, so that a model directory on gs:// works as a local one: the one writer
+    of a run's records (its train config, start-up choices, init report, model kind). Returns the path."""
+    import json
+
+    import tensorflow as tf
+
+    path = os.path.join(model_dir, relative_path)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(values, indent=2, sort_keys=sort_keys) + "\n")
+    return path
+
+
 def save_config(model_dir: str, config) -> str:
     os.makedirs(model_dir, exist_ok=True)
     path = config_path(model_dir)
@@ -113,15 +128,9 @@ def load_config(model_dir: str):
 
 def save_model_kind(model_dir: str, kind: str) -> str:
     """Writes model_kind.json saying which model (`MODEL_KINDS`) the checkpoints hold."""
-    import json
-
     if kind not in MODEL_KINDS:
         raise ValueError(f"Unknown model kind {kind!r}; expected one of {MODEL_KINDS}.")
-    os.makedirs(model_dir, exist_ok=True)
-    path = os.path.join(model_dir, MODEL_KIND_FILE)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"model_kind": kind}) + "\n")
-    return path
+    return write_record(model_dir, MODEL_KIND_FILE, {"model_kind": kind})
 
 
 def load_model_kind(model_dir: str) -> str:

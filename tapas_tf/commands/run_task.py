@@ -206,17 +206,9 @@ def train(spec: TaskSpec, pipeline_args: List[str]) -> None:
         max_predictions_per_seq = None
     config = train_config.train_config_for_task(
         spec.preset, train_file, max_seq_length=_max_seq_length(spec),
-        max_predictions_per_seq=max_predictions_per_seq,
-        train_steps=FLAGS.train_steps, learning_rate=FLAGS.learning_rate,
-        warmup_ratio=FLAGS.warmup_ratio, train_batch_size=FLAGS.train_batch_size,
-        gradient_clipping=FLAGS.gradient_clipping, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        weight_decay=FLAGS.weight_decay,
-        use_xla=FLAGS.use_xla, precision=FLAGS.precision,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        log_steps=FLAGS.log_steps, shuffle_buffer=FLAGS.shuffle_buffer, seed=FLAGS.seed,
-        init_checkpoint=init_checkpoint, init_heads=FLAGS.init_heads,
-        reset_cell_selection_weights=FLAGS.reset_cell_selection_weights, show_progress=FLAGS.progress_bar,
-        bucket_lengths=tuple(int(length) for length in FLAGS.bucket_lengths))
+        max_predictions_per_seq=max_predictions_per_seq, init_checkpoint=init_checkpoint,
+        show_progress=FLAGS.progress_bar,
+        **cli.config_flag_values(train_config.TrainConfig, train_config.FLAG_FIELDS))
     result = training.train(model_config, config, FLAGS.model_dir, strategy)
     logging.info("Trained to step %d; checkpoints in %s", result.step, FLAGS.model_dir)
 
@@ -225,15 +217,9 @@ def _qa_model_config(spec: TaskSpec, base):
     """`base` with the task's preset heads and losses and the flags that override them."""
     from tapas_tf.training import config as train_config
 
-    config = train_config.model_config_for_task(
-        spec.preset, base,
-        temperature=FLAGS.temperature, answer_loss_cutoff=FLAGS.answer_loss_cutoff,
-        huber_loss_delta=FLAGS.huber_loss_delta, cell_selection_preference=FLAGS.cell_selection_preference,
-        select_one_column=FLAGS.select_one_column,
-        init_cell_selection_weights_to_zero=FLAGS.init_cell_selection_weights_to_zero,
-        num_aggregation_labels=FLAGS.num_aggregation_labels,
-        use_answer_as_supervision=FLAGS.use_answer_as_supervision,
-        **train_config.parse_overrides(FLAGS.model_option))
+    options = cli.option_flag_values(task_flags.MODEL_OPTION_FLAGS)  # None: the task's.
+    options.update(train_config.parse_overrides(FLAGS.model_option))  # --model_option=NAME=VALUE, given last.
+    config = train_config.model_config_for_task(spec.preset, base, **options)
     if config.use_question_match_embeddings and not config.question_match_ignored_ids:
         # The ids of the vocabulary the examples were made with; stored in the config from here on.
         from tapas_tf.features.question_match import ignored_ids

@@ -12,8 +12,23 @@ from absl import flags
 import tapas_tf.cli as cli  # Not `from tapas_tf import cli`: rooms do not import the package.
 from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.models.config import SIZES
+from tapas_tf.training.config import FLAG_FIELDS, TRAIN_PRESET_FIELDS, TrainConfig
 
 _defined = False
+
+
+# (TapasConfig field, type, help) of the model options a task's preset sets (`TaskPreset`), which
+# train's flags override; `run_task` reads them by these names.
+MODEL_OPTION_FLAGS = (
+    ("temperature", float, "Cell selection temperature."),
+    ("answer_loss_cutoff", float, "Examples with a larger answer loss are ignored."),
+    ("huber_loss_delta", float, "Delta of the Huber answer loss."),
+    ("cell_selection_preference", float, "Ambiguous answers go to cell selection below this."),
+    ("select_one_column", bool, "Hierarchical loss: one column, then its cells."),
+    ("init_cell_selection_weights_to_zero", bool, "Start the cell and column heads at zero."),
+    ("num_aggregation_labels", int, "Aggregation operators including NONE (0: no head)."),
+    ("use_answer_as_supervision", bool, "Weak supervision from the scalar answer."),
+)
 
 
 def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
@@ -101,6 +116,9 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
                       "weights weights_float16.npz holds; --nolite_share_weights writes the whole model.tflite.")
 
     # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
+    # One flag per TrainConfig field with a help text (training/config.py): a new training option
+    # is a field there and nothing here.
+    cli.define_config_flags(TrainConfig, __name__, fields=FLAG_FIELDS, none_defaults=TRAIN_PRESET_FIELDS)
     flags.DEFINE_string("train_file", None,
                         "Training TFRecords, a path or glob; default OUTPUT_DIR/tf_examples/train.tfrecord "
                         "(PRETRAIN: OUTPUT_DIR/tf_examples/train-*.tfrecord).")
@@ -108,11 +126,6 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
                         "Initialise the encoder from this tapas-tf model directory or checkpoint prefix "
                         "(ignored when MODEL_DIR already has a checkpoint to resume); --model NAME starts "
                         "from a released model instead.")
-    flags.DEFINE_bool("init_heads", False,
-                      "Restore the heads of --init_checkpoint too (transfer from a model fine-tuned on another "
-                      "task, e.g. WIKISQL -> WTQ); see --reset_cell_selection_weights.")
-    flags.DEFINE_bool("reset_cell_selection_weights", None,
-                      "With --init_heads, the cell-selection head starts fresh; default the task's (WTQ: yes).")
     flags.DEFINE_enum("model_size", None, list(SIZES),
                       "The encoder's size preset (models/config.py: SIZES); default: --model_config, else the "
                       "config of an --init_checkpoint model directory, else base.")
@@ -121,37 +134,10 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
     flags.DEFINE_multi_string("model_option", [],
                               "NAME=VALUE override of any TapasConfig field (repeatable), e.g. "
                               "hidden_dropout_prob=0.0.")
-    flags.DEFINE_float("temperature", None, "Cell selection temperature.")
-    flags.DEFINE_float("answer_loss_cutoff", None, "Examples with a larger answer loss are ignored.")
-    flags.DEFINE_float("huber_loss_delta", None, "Delta of the Huber answer loss.")
-    flags.DEFINE_float("cell_selection_preference", None, "Ambiguous answers go to cell selection below this.")
-    flags.DEFINE_bool("select_one_column", None, "Hierarchical loss: one column, then its cells.")
-    flags.DEFINE_bool("init_cell_selection_weights_to_zero", None, "Start the cell and column heads at zero.")
-    flags.DEFINE_integer("num_aggregation_labels", None, "Aggregation operators including NONE (0: no head).")
-    flags.DEFINE_bool("use_answer_as_supervision", None, "Weak supervision from the scalar answer.")
-    flags.DEFINE_integer("train_steps", None, "Optimiser steps.")
-    flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
-    flags.DEFINE_float("warmup_ratio", None, "Share of train_steps of linear warm-up; then linear decay to 0.")
-    flags.DEFINE_integer("train_batch_size", None, "Examples per optimiser step, over all replicas.")
-    flags.DEFINE_float("gradient_clipping", None, "Clip the global gradient norm to this; 0 does not clip.")
-    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per step whose gradients are summed.")
-    flags.DEFINE_float("weight_decay", 0.01, "AdamW weight decay (not on LayerNorm and bias).")
-    flags.DEFINE_bool("use_xla", None, "Compile the training step with XLA; default: on with GPUs, and on a CPU "
-                      "measured at start-up for runs of 1,000 steps or more (train/xla_choice.json).")
-    flags.DEFINE_enum("precision", None, ["float32", "bfloat16"],
-                      "Training precision; default: bfloat16 on TPUs and on CPUs with avx512_bf16 or amx_bf16 "
-                      "(the encoder computes in bfloat16, variables stay float32), else float32.")
+    # The task preset's model options (TapasConfig fields; default the task's): one flag each.
+    cli.define_option_flags(MODEL_OPTION_FLAGS, "Default: the task's.", __name__)
     flags.DEFINE_string("distribution_strategy", "one_device", "one_device|mirrored|multi_worker_mirrored|tpu.")
     flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-    flags.DEFINE_integer("log_steps", 100, "TensorBoard scalars and a log line every this many steps.")
-    flags.DEFINE_integer("shuffle_buffer", 10_000, "Examples in the shuffle buffer (<= 1: file order).")
-    flags.DEFINE_list("bucket_lengths", "128,256,384,512",
-                      "Pad each training batch only to the smallest of these lengths (capped at "
-                      "--max_seq_length) that holds its examples, grouped by real length; empty: pad to "
-                      "--max_seq_length.")
-    flags.DEFINE_integer("seed", None, "Seed of the initialisation, dropout and shuffling.")
     flags.DEFINE_bool("progress_bar", True,
                       "Show progress: train's steps and create_data's questions and interactions as a live "
                       "line on a terminal, else a log line every 30 s; predict's questions as a bar. "

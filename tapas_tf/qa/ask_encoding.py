@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -131,15 +131,29 @@ class TableEncoder:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_model(cls, model_config, vocab_file: str, prune: bool = True,
-                  max_seq_length: Optional[int] = None, **options) -> "TableEncoder":
-        """The encoder that matches a model: its embedding sizes set the table limits."""
-        length = min(max_seq_length or 512, model_config.max_position_embeddings)
-        config = ConversionConfig(
-            vocab_file=vocab_file, max_seq_length=length,
-            max_column_id=model_config.type_vocab_sizes[1], max_row_id=model_config.type_vocab_sizes[2],
-            fail_on_dropped_answers=False)
-        return cls(config, trained_rows=model_config.max_num_rows - 1, prune=prune, **options)
+    def for_model(cls, model_config, vocab_file: str, prune: bool = True, max_seq_length: Optional[int] = None,
+                  segments: Optional[Tuple[int, int]] = None, **options) -> "TableEncoder":
+        """The encoder that matches a model (its `TapasConfig`, or the config as a dict, as an
+        export's assets hold it): the one place a model's table limits are read.
+
+        Row and column ids must fit the token-type embeddings (`type_vocab_sizes`) and the heads'
+        (rows, columns) `segments` of the model as it runs (larger ids would share the last
+        segment, merging cells); a bigger table is pruned (or refused). The ask API's runners size
+        their heads to the embeddings (`tf_runner.inference_segments`, the LiteRT copy's full
+        signature): `segments` None. A SavedModel keeps the trained heads: pass
+        (`max_num_rows`, `max_num_columns`). `trained_rows` (for the note on rows beyond training)
+        is `max_num_rows - 1`. The sequence is at most 512 tokens and the position embeddings."""
+        def field(name: str):
+            return model_config[name] if isinstance(model_config, Mapping) else getattr(model_config, name)
+
+        type_vocab_sizes = field("type_vocab_sizes")
+        max_rows, max_columns = int(type_vocab_sizes[2]), int(type_vocab_sizes[1])
+        if segments is not None:
+            max_rows, max_columns = min(max_rows, segments[0]), min(max_columns, segments[1])
+        length = min(max_seq_length or 512, int(field("max_position_embeddings")))
+        config = ConversionConfig(vocab_file=vocab_file, max_seq_length=length, max_column_id=max_columns,
+                                  max_row_id=max_rows, fail_on_dropped_answers=False)
+        return cls(config, trained_rows=int(field("max_num_rows")) - 1, prune=prune, **options)
 
     @classmethod
     def for_model_dir(cls, model_dir: str, model_config, vocab_file: Optional[str] = None, prune: bool = True,

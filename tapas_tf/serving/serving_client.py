@@ -27,7 +27,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
 from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder
@@ -161,17 +160,16 @@ def read_export_assets(export_dir: str) -> Tuple[dict, Optional[str]]:
 
 def served_encoder(model_config: Mapping, vocab_file: Optional[str] = None, prune: bool = True,
                    max_seq_length: Optional[int] = None) -> TableEncoder:
-    """The `TableEncoder` for a served model, its tables limited to the model's configured segments.
+    """The `TableEncoder` for a served model: `TableEncoder.for_model` on the export's config dict,
+    its tables limited to the segments of the exported heads (the trained ones).
 
     Args:
-      model_config: needs max_position_embeddings, max_num_rows and max_num_columns.
+      model_config: the model's config as a dict (`read_export_assets`).
       vocab_file: default BERT's uncased vocabulary (`resolve_vocab_file(None)`).
     """
-    length = min(max_seq_length or 512, int(model_config["max_position_embeddings"]))
-    rows, columns = int(model_config["max_num_rows"]), int(model_config["max_num_columns"])
-    config = ConversionConfig(vocab_file=resolve_vocab_file(vocab_file), max_seq_length=length, max_row_id=rows,
-                              max_column_id=columns, fail_on_dropped_answers=False)
-    return TableEncoder(config, trained_rows=rows - 1, prune=prune)
+    segments = (int(model_config["max_num_rows"]), int(model_config["max_num_columns"]))
+    return TableEncoder.for_model(model_config, resolve_vocab_file(vocab_file), prune=prune,
+                                  max_seq_length=max_seq_length, segments=segments)
 
 
 # --- the client ---------------------------------------------------------------------------------

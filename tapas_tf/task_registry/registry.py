@@ -169,7 +169,8 @@ def tasks_for(mode: str) -> List[str]:
 
 def conversion_config(task: Union[str, Task, TaskSpec], vocab_file: Optional[str] = None,
                       **options: Any) -> ConversionConfig:
-    """How the task's interactions become examples: the one place that builds ConversionConfig.
+    """How the task's interactions become examples: the one place a task's ConversionConfig is built
+    (a model's own table limits, for asking and serving: `qa.ask_encoding.TableEncoder.for_model`).
 
     Precedence, lowest first: ConversionConfig's defaults; the task's (its preset's
     max_seq_length, `TaskSpec.conversion`, drop_rows_to_fit None: rows are dropped to fit in dev

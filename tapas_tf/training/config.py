@@ -38,6 +38,14 @@ DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 DEFAULT_BUCKET_LENGTHS = (128, 256, 384, 512)
 
 
+def _option(default: Any, help_text: str, choices: Tuple[str, ...] = ()) -> Any:
+    """A TrainConfig field that is a flag of the train command, with its help text."""
+    metadata = {"help": help_text, "choices": choices}
+    if isinstance(default, tuple):
+        return dataclasses.field(default_factory=lambda: default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Every option of a training run that is not a model option.
@@ -80,28 +88,40 @@ class TrainConfig:
         shape.
     """
 
+    # A field with a "help" in its metadata is a flag of `tapas-tf train` (`task_flags` defines one
+    # per field, from its type and help; see `FLAG_FIELDS`): a new option is a field here, and its
+    # effect in the trainer. The preset's fields (TRAIN_PRESET_FIELDS) default to the task's.
     train_file: str
-    train_steps: int
-    train_batch_size: int
-    learning_rate: float
-    warmup_ratio: float
+    train_steps: int = _option(None, "Optimiser steps.")
+    train_batch_size: int = _option(None, "Examples per optimiser step, over all replicas.")
+    learning_rate: float = _option(None, "Peak learning rate.")
+    warmup_ratio: float = _option(None, "Share of train_steps of linear warm-up; then linear decay to 0.")
     max_seq_length: int = 512
-    weight_decay: float = 0.01
-    gradient_clipping: Optional[float] = None
-    gradient_accumulation_steps: int = 1
-    use_xla: Optional[bool] = None
-    precision: Optional[str] = None
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    log_steps: int = 100
-    shuffle_buffer: int = 10_000
-    seed: Optional[int] = None
+    weight_decay: float = _option(0.01, "AdamW weight decay (not on LayerNorm and bias).")
+    gradient_clipping: Optional[float] = _option(None, "Clip the global gradient norm to this; 0 does not clip.")
+    gradient_accumulation_steps: int = _option(1, "Micro-batches per step whose gradients are summed.")
+    use_xla: Optional[bool] = _option(None, "Compile the training step with XLA; default: on with GPUs, and on a "
+                                            "CPU measured at start-up for runs of 1,000 steps or more "
+                                            "(train/xla_choice.json).")
+    precision: Optional[str] = _option(None, "Training precision; default: bfloat16 on TPUs and on CPUs with "
+                                             "avx512_bf16 or amx_bf16 (the encoder computes in bfloat16, variables "
+                                             "stay float32), else float32.", choices=("float32", "bfloat16"))
+    save_checkpoints_steps: int = _option(1000, "Checkpoint every this many steps.")
+    keep_checkpoint_max: int = _option(5, "Checkpoints kept.")
+    log_steps: int = _option(100, "TensorBoard scalars and a log line every this many steps.")
+    shuffle_buffer: int = _option(10_000, "Examples in the shuffle buffer (<= 1: file order).")
+    seed: Optional[int] = _option(None, "Seed of the initialisation, dropout and shuffling.")
     init_checkpoint: Optional[str] = None
-    init_heads: bool = False
-    reset_cell_selection_weights: bool = False
+    init_heads: bool = _option(False, "Restore the heads of --init_checkpoint too (transfer from a model "
+                                      "fine-tuned on another task, e.g. WIKISQL -> WTQ); see "
+                                      "--reset_cell_selection_weights.")
+    reset_cell_selection_weights: bool = _option(False, "With --init_heads, the cell-selection head starts "
+                                                        "fresh; default the task's (WTQ: yes).")
     show_progress: bool = True
     max_predictions_per_seq: Optional[int] = None
-    bucket_lengths: Tuple[int, ...] = DEFAULT_BUCKET_LENGTHS
+    bucket_lengths: Tuple[int, ...] = _option(
+        DEFAULT_BUCKET_LENGTHS, "Pad each training batch only to the smallest of these lengths (capped at "
+        "--max_seq_length) that holds its examples, grouped by real length; empty: pad to --max_seq_length.")
 
     @property
     def is_pretraining(self) -> bool:
@@ -121,6 +141,9 @@ class TrainConfig:
             raise ValueError(f"bucket_lengths must be ints >= 1, got {self.bucket_lengths!r}.")
         if self.precision is not None and self.precision not in ("float32", "bfloat16"):
             raise ValueError(f"precision must be float32, bfloat16 or None, got {self.precision!r}.")
+        for name in ("learning_rate", "warmup_ratio"):
+            if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), (int, float)):
+                raise ValueError(f"{name} must be a number, got {getattr(self, name)!r}.")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}.")
         if not 0.0 <= self.warmup_ratio < 1.0:
@@ -167,6 +190,10 @@ def base_model_config(model_size: Optional[str] = None, model_config_file: Optio
     if init_checkpoint and os.path.isfile(os.path.join(init_checkpoint, CONFIG_FILE)):
         return TapasConfig.from_json_file(os.path.join(init_checkpoint, CONFIG_FILE))
     return TapasConfig.from_preset("base")
+
+
+# The TrainConfig fields that are flags of the train command, in field order.
+FLAG_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig) if field.metadata.get("help"))
 
 
 def train_config_for_task(task: Union[Task, TaskPreset], train_file: str, **overrides: Any) -> TrainConfig:

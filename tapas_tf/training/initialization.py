@@ -8,7 +8,6 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import json  # noqa: E402
 import logging  # noqa: E402
 import tempfile  # noqa: E402
 from typing import Dict, Optional, Sequence, Tuple  # noqa: E402
@@ -167,8 +166,7 @@ def write_init_report(model_dir: str, model: tf_keras.Model, init_checkpoint: st
                                       and part not in TRANSFERABLE_HEADS),
         "fresh_weights": sorted(v.name for v in model.weights if v.name not in loaded_names),
     }
-    with tf.io.gfile.GFile(os.path.join(model_dir, INIT_REPORT_FILE), "w") as f:
-        f.write(json.dumps(report, indent=2) + "\n")
+    model_dir_lib.write_record(model_dir, INIT_REPORT_FILE, report, sort_keys=False)
     logging.info("Started from %s: loaded %s%s; fresh: %s and %d head weights (see %s).", init_checkpoint,
                  ", ".join(report["loaded"]),
                  "".join(f", {head}" for head in report["loaded_heads"]),

@@ -35,7 +35,6 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import dataclasses  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import shutil  # noqa: E402
@@ -386,11 +385,8 @@ def _write_train_config(model_dir: str, config: TrainConfig) -> None:
 
 
 def _write_run_record(model_dir: str, file_name: str, values: Mapping[str, object]) -> None:
-    """Writes `values` as MODEL_DIR/train/FILE_NAME (sorted, indented JSON), overwriting it."""
-    directory = os.path.join(model_dir, TRAIN_DIR)
-    tf.io.gfile.makedirs(directory)
-    with tf.io.gfile.GFile(os.path.join(directory, file_name), "w") as f:
-        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    """MODEL_DIR/train/FILE_NAME (sorted, indented JSON), overwritten: `model_dir.write_record`."""
+    model_dir_lib.write_record(model_dir, os.path.join(TRAIN_DIR, file_name), values)
 
 
 def _distributed_dataset(strategy: tf.distribute.Strategy, config: TrainConfig, replica_batch: int,
