@@ -127,18 +127,19 @@ def sniff_delimiter(data: bytes) -> str:
     return ","
 
 
-def header_width(data: bytes) -> Optional[int]:
+def header_width(data: bytes, delimiter: Optional[str] = None) -> Optional[int]:
     """The number of columns the CSV's header names, read from its first record only.
 
     A server checks a column limit with it before parsing the file: parsing a table of 100,000
     columns costs seconds, counting its header milliseconds. None when the header does not read
-    as CSV text (`read_csv_bytes` then says why).
+    as CSV text (`read_csv_bytes` then says why). `delimiter`: default `sniff_delimiter(data)`
+    (a caller that parses the file next sniffs once and passes it to both).
     """
     if b"\x00" in data[:65536]:
         return None  # Binary: read_csv_bytes says so.
     text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")
     try:
-        for record in csv.reader(text, escapechar=_escapechar(data), delimiter=sniff_delimiter(data)):
+        for record in csv.reader(text, escapechar=_escapechar(data), delimiter=delimiter or sniff_delimiter(data)):
             if record:  # pandas skips blank lines before the header too.
                 return len(record)
     except (csv.Error, UnicodeDecodeError):

@@ -28,7 +28,7 @@ from tapas_tf.qa.ask_encoding import EncodedQuestion
 from tapas_tf.qa.ask_results import AskResult, format_number
 from tapas_tf.qa.rendering import render_table_html
 from tapas_tf.qa.table_qa import Conversation
-from tapas_tf.qa.tables import AskError, check_frame, header_width, read_csv_bytes
+from tapas_tf.qa.tables import AskError, check_frame, header_width, read_csv_bytes, sniff_delimiter
 
 EXAMPLE_TABLES_DIR = os.path.join(os.path.dirname(os.path.abspath(tapas_tf.data.__file__)), "example_tables")
 # What the page accepts as a CSV file. A CSV is text, so the name is the only cheap sign of a
@@ -84,8 +84,9 @@ def load_upload(data: bytes, filename: str, limits: WebLimits) -> pd.DataFrame:
     if len(data) > limits.max_upload_bytes:
         raise AskError(f"{name} has {len(data):,} bytes; this page takes CSV files up to "
                        f"{limits.max_upload_bytes:,} bytes")
-    _check_columns(name, header_width(data), limits)
-    frame = read_csv_bytes(data, name)
+    delimiter = sniff_delimiter(data)  # Once, for the header check and the parse.
+    _check_columns(name, header_width(data, delimiter), limits)
+    frame = read_csv_bytes(data, name, delimiter)
     check_frame(frame)
     _check_columns(name, frame.shape[1], limits)  # When the header alone did not read as CSV.
     if len(frame) > limits.max_table_rows:
