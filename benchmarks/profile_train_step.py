@@ -154,15 +154,7 @@ def profile_once(args) -> Dict:
     optimizer = tf_tapas_bench._make_optimizer(args.warmup + 2 * args.steps)
     features = tf_tapas_bench.to_features(
         synthetic_tables.make_batch(args.batch_size, args.seq_len, seed=1), with_labels=True)
-    variables = model.trainable_variables
-
-    @tf.function(jit_compile=args.jit_compile)
-    def train_step(batch):
-        with tf.GradientTape() as tape:
-            loss = model(batch, training=True)["total_loss"]
-        gradients = tape.gradient(loss, variables)
-        optimizer.apply_gradients(zip(gradients, variables))
-        return loss
+    train_step = tf_tapas_bench.make_train_step(model, optimizer, args.jit_compile)
 
     for _ in range(max(args.warmup, 1)):
         float(train_step(features))

@@ -133,11 +133,9 @@ def _make_optimizer(total_steps: int):
     )
 
 
-def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: int, jit_compile: bool) -> dict:
-    """Examples per second of forward + gradient + AdamW on one fixed batch."""
-    model = _build_model(size, seed=0)
-    optimizer = _make_optimizer(warmup + steps)
-    features = to_features(synthetic_tables.make_batch(batch_size, seq_len, seed=1), with_labels=True)
+def make_train_step(model, optimizer, jit_compile: bool) -> Callable:
+    """One tf.function: forward (training mode), the total loss's gradient, an optimiser step;
+    returns the loss."""
     variables = model.trainable_variables
 
     @tf.function(jit_compile=jit_compile)
@@ -147,6 +145,15 @@ def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: in
         gradients = tape.gradient(loss, variables)
         optimizer.apply_gradients(zip(gradients, variables))
         return loss
+
+    return train_step
+
+
+def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: int, jit_compile: bool) -> dict:
+    """Examples per second of forward + gradient + AdamW on one fixed batch."""
+    model = _build_model(size, seed=0)
+    features = to_features(synthetic_tables.make_batch(batch_size, seq_len, seed=1), with_labels=True)
+    train_step = make_train_step(model, _make_optimizer(warmup + steps), jit_compile)
 
     losses: List[float] = []
     start = time.perf_counter()
