@@ -9,7 +9,7 @@ Prints the answer (with the executed value of SUM, AVERAGE or COUNT) and the tab
 cells as *text*, or with --json one JSON line per answer and nothing else on stdout (prompts and
 messages go to stderr). In a conversation each question sees the previous answer; `:new` starts
 over, `:quit` or the end of input stops. A model directory with a current model.tflite answers with
-LiteRT, without loading TensorFlow (--backend). Errors are one line, `ask: error: ...`, exit 2 for a
+LiteRT, without loading TensorFlow (--backend). Errors are one line, `tapas-tf ask: error: ...`, exit 2 for a
 wrong command line, else 1 (a bad table fails before the model loads). -v debug: C++ logs too.
 """
 

@@ -6,7 +6,7 @@
 
 Upload a CSV file (or load an example table), ask, follow up, start a new conversation, or check a
 statement (--tabfact_model_dir, docs/TABFACT.md). Ctrl-C or SIGTERM stops it after the requests in
-flight (exit 0). Errors are one line, `serve: error: ...`
+flight (exit 0). Errors are one line, `tapas-tf serve: error: ...`
 (exit 2 for a wrong command line); --verbosity=debug also shows TensorFlow's C++ lines.
 """
 

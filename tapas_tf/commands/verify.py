@@ -11,7 +11,7 @@ line. The model is --model_dir (a TabFact model trained with `run_task.py --task
 imported), --model (a released TabFact model by name, downloaded once and cached), else the
 bundled TabFact model.
 
-Errors are one line, `verify: error: ...`, naming the file or flag.
+Errors are one line, `tapas-tf verify: error: ...`, naming the file or flag.
 """
 
 import json
