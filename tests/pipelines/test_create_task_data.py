@@ -319,7 +319,7 @@ def test_cli_default_keeps_every_dev_question_and_says_so(tmp_path):
     assert train["adds_up"] and dev["adds_up"]
     # The log says it, in plain lines; TensorFlow's C++ start-up lines are hidden.
     dev_line = [line for line in result.stderr.splitlines() if "] dev: " in line][0]
-    assert re.match(r"I \d\d:\d\d:\d\d run_task\.py:\d+\] dev: 3 of 3 questions converted", dev_line), dev_line
+    assert re.match(r"I \d\d:\d\d:\d\d task_modes\.py:\d+\] dev: 3 of 3 questions converted", dev_line), dev_line
     assert dev_line.endswith("rows dropped to fit in 1 question (the default for evaluation splits)")
     train_line = [line for line in result.stderr.splitlines() if "] train: " in line][0]
     assert train_line.endswith("rows not dropped to fit (the default for training splits; questions that do "
