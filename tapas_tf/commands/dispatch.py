@@ -153,5 +153,6 @@ def _run_mode(sub: Subcommand, prog: str, arguments: List[str]) -> int:
     run_task.run([prog, *arguments], command=COMMAND, mode=sub.mode)
     return 0  # Not reached: app.run exits.
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -44,6 +44,7 @@ def define_flags(module_name: str, aggregation: bool = True) -> None:
                             "that select one column, as SQA's and WTQ's; the expected count for WTQ's).",
                             module_name)
 
+
 def table_qa_options() -> Dict[str, Any]:
     """`TableQA.from_model_dir` keyword arguments from the flags (the model directory included)."""
     return dict(model_dir=FLAGS.model_dir, vocab_file=FLAGS.vocab_file,

@@ -8,8 +8,6 @@ Written once here, so the two command lines cannot drift apart. A command define
 
 from absl import flags
 
-SHARED = ("table", "delimiter", "json", "max_rows_shown", "backend")
-
 
 def define_flags(module_name: str) -> None:
     """Defines the shared table flags as flags of the module `module_name` (its --help lists them)."""

@@ -42,10 +42,25 @@ def table_names_in(paths: Iterable[str]) -> Set[str]:
             for interaction in interaction_io.read_interactions(path)}
 
 
+def normalize_exclusion(line: str) -> Optional[str]:
+    """A line of a file of table names as the name it matches (None for blanks and `#` comments).
+
+    Table ids pass unchanged; WikiTableQuestions names (`csv/204-csv/590.csv`, `204-csv/590.csv`)
+    and SQA table files (`table_csv/204_590.csv`, the same tables) become `csv/204-csv/590.csv`
+    (`table_name`), which is also the alias the rendered page of that table carries in the
+    Wikipedia job; `title:Some page` names a page there.
+    """
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return None
+    return table_name(text)
+
+
 def read_table_name_file(path: str) -> Set[str]:
-    """Table names, one per line (`#` comments and blank lines skipped), as `table_name` gives them."""
+    """The names of a file of table names, one per line (`normalize_exclusion`)."""
     with open(path, encoding="utf-8") as f:
-        return {table_name(line) for line in f if line.strip() and not line.lstrip().startswith("#")}
+        names = (normalize_exclusion(line) for line in f)
+        return {name for name in names if name}
 
 
 def collect_tables(paths: Iterable[str], excluded: Optional[Set[str]] = None) -> Tuple[List[Interaction], Counter]:

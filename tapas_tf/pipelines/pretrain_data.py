@@ -25,7 +25,7 @@ from google.protobuf import text_format
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.table_collection import table_name
+from tapas_tf.data.table_collection import normalize_exclusion
 from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
 from tapas_tf.pipelines import progress
 from tapas_tf.pipelines.classifier_data import counter
@@ -38,20 +38,6 @@ STREAMS_PER_RANGE = 10
 
 
 # --- exclusion ----------------------------------------------------------------------------------
-
-
-def normalize_exclusion(line: str) -> Optional[str]:
-    """A line of an exclusion file as the name it matches (None for blanks and comments).
-
-    Table ids pass unchanged; WikiTableQuestions names (`csv/204-csv/590.csv`, `204-csv/590.csv`)
-    and SQA table files (`table_csv/204_590.csv`, the same tables) become `csv/204-csv/590.csv`,
-    which is the alias the rendered page of that table carries (`table_collection.table_name`);
-    `title:Some page` names a page.
-    """
-    text = line.strip()
-    if not text or text.startswith("#"):
-        return None
-    return table_name(text)
 
 
 def read_exclusions(path: str) -> FrozenSet[str]:
