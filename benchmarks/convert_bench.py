@@ -23,7 +23,6 @@ from tapas_tf.data.readers import sqa, wtq  # noqa: E402
 from tapas_tf.features.classifier_examples import ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
 from tapas_tf.features.example_features import to_tf_example  # noqa: E402
-from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
 from tapas_tf.pipelines import classifier_data  # noqa: E402
 
 
@@ -93,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    config = ConversionConfig(vocab_file=resolve_vocab_file(args.vocab_file), max_seq_length=args.max_seq_length)
+    config = ConversionConfig.from_options(args.vocab_file, max_seq_length=args.max_seq_length)
     results = [bench(name, args, config) for name in ("SQA", "WTQ")]
     machine = {"cpu": platform.processor() or platform.machine(), "cores_visible": len(os.sched_getaffinity(0)),
                "python": platform.python_version(), "tensorflow": tf.__version__}

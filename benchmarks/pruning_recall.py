@@ -15,6 +15,7 @@ No model is involved: this measures the input the model gets, not its accuracy.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -26,7 +27,6 @@ from tapas_tf.data.readers import wtq  # noqa: E402
 from tapas_tf.data.text_normalization import normalize_answer_text  # noqa: E402
 from tapas_tf.features.classifier_examples import STAT_ROWS_DROPPED, ExampleConverter  # noqa: E402
 from tapas_tf.features.conversion_config import ConversionConfig, ConversionError  # noqa: E402
-from tapas_tf.features.vocab import resolve_vocab_file  # noqa: E402
 from tapas_tf.qa.ask_encoding import TableEncoder  # noqa: E402
 from tapas_tf.qa.tables import AskError  # noqa: E402
 
@@ -53,10 +53,9 @@ def main(argv=None) -> None:
     parser.add_argument("--output", default=None, help="Write the summary as JSON here.")
     args = parser.parse_args(argv)
 
-    vocab = resolve_vocab_file(None)
-    config = ConversionConfig(vocab_file=vocab, max_seq_length=args.max_seq_length, max_column_id=256,
-                              max_row_id=256, fail_on_dropped_answers=False)
-    truncating = ExampleConverter(ConversionConfig(**{**config.__dict__, "drop_rows_to_fit": True}))
+    config = ConversionConfig.from_options(max_seq_length=args.max_seq_length, max_column_id=256,
+                                           max_row_id=256, fail_on_dropped_answers=False)
+    truncating = ExampleConverter(dataclasses.replace(config, drop_rows_to_fit=True))
     encoder = TableEncoder(config, prune=True, tokenizer=truncating.tokenizer)
     counts = dict(questions=0, too_big=0, answer_in_table=0, truncation_keeps_answer=0, pruning_keeps_answer=0,
                   truncation_fails=0, ask_errors=0)

@@ -43,10 +43,9 @@ def main(argv: List[str]) -> None:
     del argv
     from tapas_tf.checkpoints import model_dir as model_dir_lib
     from tapas_tf.features.conversion_config import ConversionConfig
-    from tapas_tf.features.vocab import resolve_vocab_file
     from tapas_tf.inference.sequential import checkpoint_step, predict_model_dir
 
-    config = ConversionConfig(vocab_file=resolve_vocab_file(None), max_seq_length=512)
+    config = ConversionConfig.from_options(max_seq_length=512)
     interactions = os.path.join(FLAGS.output_dir, "interactions", f"{FLAGS.split}.tfrecord")
     rows: List[Dict] = []
     for checkpoint in checkpoints(FLAGS.model_dir):

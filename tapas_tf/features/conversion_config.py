@@ -2,7 +2,9 @@
 
 import dataclasses
 import enum
-from typing import Optional
+from typing import Any, Optional
+
+from tapas_tf.features.vocab import resolve_vocab_file
 
 # Sizes of the seven token-type embedding tables (the original TAPAS release); ids and ranks
 # must stay below them.
@@ -37,6 +39,11 @@ class ConversionError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class ConversionConfig:
     """How interactions become classifier examples.
+
+    Build one with `ConversionConfig.from_options`, the one place a ConversionConfig is made: a
+    task's data (`task_registry.conversion_config`), a model's table limits for asking and serving
+    (`qa.ask_encoding.TableEncoder.for_model`) and the table part of pre-training examples all go
+    through it.
 
     Attributes:
       vocab_file: WordPiece vocabulary with an `[EMPTY]` entry.
@@ -95,3 +102,24 @@ class ConversionConfig:
     def max_rank(self) -> int:
         """Largest rank the rank embeddings can hold; larger ranks are clamped and counted."""
         return _RANK_VOCAB - 1
+
+    @classmethod
+    def from_options(cls, vocab_file: Optional[str] = None, **options: Any) -> "ConversionConfig":
+        """The one place a ConversionConfig is built.
+
+        Args:
+          vocab_file: the WordPiece vocabulary; None: BERT's uncased one with `[EMPTY]`
+            (`features.vocab.resolve_vocab_file`).
+          **options: any other field, with its value (None is a value: drop_rows_to_fit None is
+            "by split").
+
+        Raises:
+          ValueError: an option that is not a field (named, with the fields there are), or a value
+            `__post_init__` refuses.
+          FileNotFoundError: `vocab_file` does not exist.
+        """
+        fields = [f.name for f in dataclasses.fields(cls) if f.name != "vocab_file"]
+        unknown = sorted(set(options) - set(fields))
+        if unknown:
+            raise ValueError(f"unknown conversion options {unknown}; the options are {', '.join(fields)}")
+        return cls(vocab_file=resolve_vocab_file(vocab_file), **options)

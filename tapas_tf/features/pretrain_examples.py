@@ -125,8 +125,8 @@ class PretrainExampleMaker:
         self.config = config
         self.tokenizer = tokenizer
         # Only the tokenisation, shape checks, ranks and values of EncodedTable are used.
-        self._table_config = ConversionConfig(
-            vocab_file=config.vocab_file, max_seq_length=config.max_seq_length)
+        self._table_config = ConversionConfig.from_options(config.vocab_file,
+                                                           max_seq_length=config.max_seq_length)
         # Random replacements: any piece but the bracketed special ones ([CLS], [unused1], ...).
         pieces = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
         self._random_ids = [i for i, p in enumerate(pieces)

@@ -151,8 +151,8 @@ class TableEncoder:
         if segments is not None:
             max_rows, max_columns = min(max_rows, segments[0]), min(max_columns, segments[1])
         length = min(max_seq_length or 512, int(field("max_position_embeddings")))
-        config = ConversionConfig(vocab_file=vocab_file, max_seq_length=length, max_column_id=max_columns,
-                                  max_row_id=max_rows, fail_on_dropped_answers=False)
+        config = ConversionConfig.from_options(vocab_file, max_seq_length=length, max_column_id=max_columns,
+                                               max_row_id=max_rows, fail_on_dropped_answers=False)
         return cls(config, trained_rows=int(field("max_num_rows")) - 1, prune=prune, **options)
 
     @classmethod

@@ -14,7 +14,6 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Union
 
 from tapas_tf.data.readers.release_reader import OpenReader
 from tapas_tf.features.conversion_config import ConversionConfig
-from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.tasks import Task, TaskPreset
 
 # What the task command line does, one --mode each (evaluate: masked-LM accuracy, or a classification
@@ -169,15 +168,16 @@ def tasks_for(mode: str) -> List[str]:
 
 def conversion_config(task: Union[str, Task, TaskSpec], vocab_file: Optional[str] = None,
                       **options: Any) -> ConversionConfig:
-    """How the task's interactions become examples: the one place a task's ConversionConfig is built
-    (a model's own table limits, for asking and serving: `qa.ask_encoding.TableEncoder.for_model`).
+    """How the task's interactions become examples: a task's ConversionConfig, built as every one
+    is by `ConversionConfig.from_options` (a model's own table limits, for asking and serving:
+    `qa.ask_encoding.TableEncoder.for_model`).
 
     Precedence, lowest first: ConversionConfig's defaults; the task's (its preset's
     max_seq_length, `TaskSpec.conversion`, drop_rows_to_fit None: rows are dropped to fit in dev
     and test, not in train); then the `options` that are not None (the flags given).
 
     Args:
-      vocab_file: the WordPiece vocabulary; None: BERT's uncased one (`resolve_vocab_file`).
+      vocab_file: the WordPiece vocabulary; None: BERT's uncased one (`features.vocab.resolve_vocab_file`).
       **options: max_seq_length or any of `CONVERSION_OPTIONS`.
 
     Raises:
@@ -191,4 +191,4 @@ def conversion_config(task: Union[str, Task, TaskSpec], vocab_file: Optional[str
     values: Dict[str, Any] = {"max_seq_length": spec.preset.max_seq_length, "drop_rows_to_fit": None,
                               **spec.conversion}
     values.update({name: value for name, value in options.items() if value is not None})
-    return ConversionConfig(vocab_file=resolve_vocab_file(vocab_file), **values)
+    return ConversionConfig.from_options(vocab_file, **values)
