@@ -29,7 +29,7 @@ from typing import Optional, Sequence, Tuple
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions, TestOptions
 
-from tapas_tf.cli import config_field
+from tapas_tf.config_fields import option
 from tapas_tf.data.paths import ensure_writable_dir
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.features.pretrain_config import PretrainConfig
@@ -46,20 +46,20 @@ PROGRESS_UNITS = {"all": ("pages", "interactions", "examples"), "extract": ("pag
 class PretrainJob:
     """What the job reads and writes, and which stages run (the help texts are the flags')."""
 
-    output_dir: str = config_field(help="Where interactions/, tf_examples/ and pretrain_report.json go "
+    output_dir: str = option(help="Where interactions/, tf_examples/ and pretrain_report.json go "
                                         "(a local path or gs://).")
-    stage: str = config_field("all", "all: extract, then examples; extract: pages -> interactions; "
+    stage: str = option("all", "all: extract, then examples; extract: pages -> interactions; "
                                      "examples: interactions -> examples.", choices=STAGES)
-    input_dumps: Tuple[str, ...] = config_field((), "Glob of pages-articles dumps.")
-    input_pages: Tuple[str, ...] = config_field((), "Glob of rendered pages (.html, .html.gz).")
-    input_interactions: Tuple[str, ...] = config_field(
+    input_dumps: Tuple[str, ...] = option((), "Glob of pages-articles dumps.")
+    input_pages: Tuple[str, ...] = option((), "Glob of rendered pages (.html, .html.gz).")
+    input_interactions: Tuple[str, ...] = option(
         (), "Glob of interaction files for --stage=examples (.txtpb[.gz] or TFRecord).")
-    exclude_tables: Optional[str] = config_field(
+    exclude_tables: Optional[str] = option(
         None, "File of table ids, WTQ (csv/2xx-csv/N.csv) or SQA (table_csv/2xx_N.csv) names, or 'title:Page "
               "title' lines, left out of the interactions.")
-    streams_per_range: int = config_field(pretrain_data.STREAMS_PER_RANGE, "bz2 streams (about 100 pages each) "
+    streams_per_range: int = option(pretrain_data.STREAMS_PER_RANGE, "bz2 streams (about 100 pages each) "
                                                                             "of a multistream dump read by one worker.")
-    interactions_format: str = config_field("txtpb", "How extract writes interactions.", choices=("txtpb", "tfrecord"))
+    interactions_format: str = option("txtpb", "How extract writes interactions.", choices=("txtpb", "tfrecord"))
 
     def __post_init__(self):
         if self.stage in ("all", "extract") and not (self.input_dumps or self.input_pages):

@@ -20,7 +20,7 @@ which runs each command module of `tapas_tf.commands` under absl, and its aliase
 - A wrong command line ends in one line, `PROG: error: ...`, exit code 2 (`parse_absl_flags`,
   `fail`): a mistyped flag names the nearest known one (`nearest_flag`; `nearest_name` for other
   names, e.g. subcommands), before a missing required flag (most often the mistyped one).
-- Flags generated from a frozen config (`config_field`, `define_config_flags`,
+- Flags generated from a frozen config (its `config_fields.option` fields, `define_config_flags`,
   `config_from_flags`): a new option of a command is one field of its config.
 
 Must not import TensorFlow (it runs before TensorFlow loads), nor Beam, nor anything of tapas_tf.
@@ -231,15 +231,6 @@ def define_option_flags(specs: Iterable[OptionSpec], default_note: str, module_n
         define[kind](name, None, f"{text} {default_note}", module_name=module_name)
 
 
-def config_field(default: Any = dataclasses.MISSING, help: str = "", choices: Sequence[str] = ()) -> Any:
-    """A frozen config's field that a command line defines a flag for (`define_config_flags`):
-    its default, its help text and, for an enum flag, its choices."""
-    metadata = {"help": help, "choices": tuple(choices)}
-    if isinstance(default, (list, tuple)):
-        return dataclasses.field(default_factory=lambda: tuple(default), metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
 def _field_default(field: dataclasses.Field) -> Any:
     if field.default is not dataclasses.MISSING:
         return field.default
@@ -251,7 +242,7 @@ def _field_default(field: dataclasses.Field) -> Any:
 def define_config_flags(config_class: type, module_name: str, skip: Sequence[str] = (),
                         fields: Optional[Sequence[str]] = None, none_defaults: Sequence[str] = (),
                         flag_values: Any = None) -> None:
-    """Defines an absl flag per field of the frozen dataclass `config_class` (`config_field`s, or
+    """Defines an absl flag per field of the frozen dataclass `config_class` (`config_fields.option`s:
     fields with a "help" in their metadata): string, integer, float, bool, enum (choices), a comma
     list for a tuple of ints, a repeatable string flag for a tuple of strings. A new option of a
     command is then one field of its config, and nothing else.

@@ -20,6 +20,7 @@ import pytest
 from absl import flags as absl_flags
 
 from tapas_tf import cli
+from tapas_tf.config_fields import option
 from tapas_tf.checkpoints.bundled import BUNDLED_DIR
 from tapas_tf.data.interaction_io import write_interactions
 from tests.conversion_fixtures import make_interaction
@@ -169,13 +170,13 @@ def test_a_level_the_user_set_wins(tmp_path):
 
 @dataclasses.dataclass(frozen=True)
 class _JobConfig:
-    output: str = cli.config_field(help="Where to write.")
-    mode: str = cli.config_field("fast", "How.", choices=("fast", "slow"))
-    inputs: Tuple[str, ...] = cli.config_field((), "An input.")
-    lengths: Tuple[int, ...] = cli.config_field((128, 256), "Bucket lengths.")
-    rate: Optional[float] = cli.config_field(None, "A rate; default the task's.")
-    steps: int = cli.config_field(10, "Steps.")
-    verbose: bool = cli.config_field(False, "Say more.")
+    output: str = option(help="Where to write.")
+    mode: str = option("fast", "How.", choices=("fast", "slow"))
+    inputs: Tuple[str, ...] = option((), "An input.")
+    lengths: Tuple[int, ...] = option((128, 256), "Bucket lengths.")
+    rate: Optional[float] = option(None, "A rate; default the task's.")
+    steps: int = option(10, "Steps.")
+    verbose: bool = option(False, "Say more.")
 
 
 def _flag_values(*argv):

@@ -33,18 +33,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "data": set(),
     "wikipedia": {"data"},
-    "features": {"data"},
+    "features": {"data", "config_fields"},
     "models": {"features.example_features"},
     "checkpoints": {"models", "tasks"},
     "pipelines": {"data", "wikipedia", "features", "tasks", "cli"},
-    "training": {"features", "models", "checkpoints", "tasks"},
-    "inference": {"data", "features", "models", "checkpoints", "tasks"},  # Batch prediction and metrics.
+    "training": {"features", "models", "checkpoints", "tasks", "config_fields"},
+    "inference": {"data", "features", "models", "checkpoints", "tasks", "config_fields"},  # Batch prediction and metrics.
     "qa": {"data", "features", "models", "checkpoints", "tasks", "inference"},  # The ask API on pandas tables.
     "serving": {"data", "features", "models", "checkpoints", "tasks", "inference", "qa"},  # Export, web page.
     "tasks": set(),
+    "config_fields": set(),
     "task_registry": {"data", "features", "tasks"},  # Each task once: reader, preset, evaluation, modes.
     "cli": set(),
-    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "task_registry", "cli"},
+    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "task_registry", "cli", "config_fields"},
     # On top: the installed command and the task command line import every room and the root
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
@@ -54,9 +55,10 @@ SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipeli
                "qa", "serving",
                "beam_jobs", "commands", "task_registry"}
 # Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
-# no imports of ours, so the data jobs may use it too), and the aliases `python -m tapas_tf.ask`
+# no imports of ours, so the data jobs may use it too), a config's field with its flag's help
+# (`config_fields`: no imports of ours, so the configs of every room may use it), and the aliases `python -m tapas_tf.ask`
 # and `python -m tapas_tf.serve` of commands in `commands/`.
-SHARED_ROOT_MODULES = {"tasks", "cli"}
+SHARED_ROOT_MODULES = {"tasks", "cli", "config_fields"}
 ROOT_MODULES = SHARED_ROOT_MODULES | {"ask", "serve"}
 CLI_MAX_LINES = 60
 

@@ -9,6 +9,7 @@ import dataclasses
 import enum
 import hashlib
 
+from tapas_tf.config_fields import option
 from tapas_tf.features.conversion_config import TYPE_VOCAB_SIZES
 
 # Largest column and row id the token-type embeddings can hold (ids start at 1).
@@ -52,11 +53,6 @@ class PretrainSkip:
     duplicate_index: int = 0
 
 
-def _option(default, help_text: str):
-    """A field whose help text the command line's flag shows (`cli.define_config_flags`)."""
-    return dataclasses.field(default=default, metadata={"help": help_text})
-
-
 @dataclasses.dataclass(frozen=True)
 class PretrainConfig:
     """How interactions become masked-LM pre-training examples.
@@ -80,18 +76,18 @@ class PretrainConfig:
     """
 
     # The help texts are those of the command line's flags (`tapas-tf create-pretrain-data`).
-    vocab_file: str = _option(None, "WordPiece vocabulary with [EMPTY]; default BERT's.")
-    max_seq_length: int = _option(128, "Tokens per example: [CLS] snippet [SEP] and the table.")
-    max_predictions_per_seq: int = _option(20, "Masked positions per example at most.")
-    masked_lm_prob: float = _option(0.15, "Fraction of the real tokens to mask.")
-    min_snippet_pieces: int = _option(8, "Word pieces of a snippet at least (a shorter text is used whole only "
+    vocab_file: str = option(None, "WordPiece vocabulary with [EMPTY]; default BERT's.")
+    max_seq_length: int = option(128, "Tokens per example: [CLS] snippet [SEP] and the table.")
+    max_predictions_per_seq: int = option(20, "Masked positions per example at most.")
+    masked_lm_prob: float = option(0.15, "Fraction of the real tokens to mask.")
+    min_snippet_pieces: int = option(8, "Word pieces of a snippet at least (a shorter text is used whole only "
                                          "when no text is long enough).")
-    max_snippet_pieces: int = _option(16, "Word pieces of a snippet at most.")
-    dupe_factor: int = _option(10, "Examples (snippets, maskings, row blocks) made from each table.")
-    random_seed: int = _option(12345, "Part of every example's seed, with the table id and the duplicate index.")
-    always_continue_cells: bool = _option(True, "Mask whole cells of the table (all pieces of a cell together), "
+    max_snippet_pieces: int = option(16, "Word pieces of a snippet at most.")
+    dupe_factor: int = option(10, "Examples (snippets, maskings, row blocks) made from each table.")
+    random_seed: int = option(12345, "Part of every example's seed, with the table id and the duplicate index.")
+    always_continue_cells: bool = option(True, "Mask whole cells of the table (all pieces of a cell together), "
                                                 "as TAPAS does; false masks whole words inside cells.")
-    test_fraction: float = _option(0.01, "Fraction of the tables (by a stable hash of the table id) whose "
+    test_fraction: float = option(0.01, "Fraction of the tables (by a stable hash of the table id) whose "
                                          "examples go to the test split.")
 
     def __post_init__(self):

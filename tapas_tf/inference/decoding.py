@@ -32,6 +32,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
+from tapas_tf.config_fields import option
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.inference.execution import (  # noqa: F401 (re-exported: decoding's vocabulary)
     AGGREGATION_NAMES,
@@ -44,10 +45,6 @@ from tapas_tf.inference.execution import (  # noqa: F401 (re-exported: decoding'
     check_coordinate,
     execute,
 )
-
-
-def _option(default, help_text: str):
-    return dataclasses.field(default=default, metadata={"help": help_text})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +64,11 @@ class DecodingRule:
       expected_count: COUNT counts the k most probable cells, k the expected count.
     """
 
-    threshold: float = _option(0.5, "A cell is selected when its probability is above this.")
-    fallback_to_best_cell: bool = _option(
+    threshold: float = option(0.5, "A cell is selected when its probability is above this.")
+    fallback_to_best_cell: bool = option(
         False, "A NONE answer with no cell above the threshold selects its most probable cell instead of "
         "answering nothing.")
-    expected_count: bool = _option(
+    expected_count: bool = option(
         False, "COUNT counts the k most probable cells, k the sum of the cell probabilities rounded (the "
         "expected count the answer loss trains), instead of the cells above the threshold.")
 

@@ -13,6 +13,7 @@ import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from tapas_tf.checkpoints.model_dir import CONFIG_FILE
+from tapas_tf.config_fields import option
 from tapas_tf.models.config import TapasConfig
 from tapas_tf.tasks import Task, TaskPreset, preset_of, task_label
 
@@ -36,14 +37,6 @@ DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 # Length buckets of training batches: SQA examples have 247 real tokens on average; padding them
 # all to 512 spends 40% of the tokens these buckets touch (docs in input_pipeline.make_dataset).
 DEFAULT_BUCKET_LENGTHS = (128, 256, 384, 512)
-
-
-def _option(default: Any, help_text: str, choices: Tuple[str, ...] = ()) -> Any:
-    """A TrainConfig field that is a flag of the train command, with its help text."""
-    metadata = {"help": help_text, "choices": choices}
-    if isinstance(default, tuple):
-        return dataclasses.field(default_factory=lambda: default, metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,34 +85,34 @@ class TrainConfig:
     # per field, from its type and help; see `FLAG_FIELDS`): a new option is a field here, and its
     # effect in the trainer. The preset's fields (TRAIN_PRESET_FIELDS) default to the task's.
     train_file: str
-    train_steps: int = _option(None, "Optimiser steps.")
-    train_batch_size: int = _option(None, "Examples per optimiser step, over all replicas.")
-    learning_rate: float = _option(None, "Peak learning rate.")
-    warmup_ratio: float = _option(None, "Share of train_steps of linear warm-up; then linear decay to 0.")
+    train_steps: int = option(None, "Optimiser steps.")
+    train_batch_size: int = option(None, "Examples per optimiser step, over all replicas.")
+    learning_rate: float = option(None, "Peak learning rate.")
+    warmup_ratio: float = option(None, "Share of train_steps of linear warm-up; then linear decay to 0.")
     max_seq_length: int = 512
-    weight_decay: float = _option(0.01, "AdamW weight decay (not on LayerNorm and bias).")
-    gradient_clipping: Optional[float] = _option(None, "Clip the global gradient norm to this; 0 does not clip.")
-    gradient_accumulation_steps: int = _option(1, "Micro-batches per step whose gradients are summed.")
-    use_xla: Optional[bool] = _option(None, "Compile the training step with XLA; default: on with GPUs, and on a "
+    weight_decay: float = option(0.01, "AdamW weight decay (not on LayerNorm and bias).")
+    gradient_clipping: Optional[float] = option(None, "Clip the global gradient norm to this; 0 does not clip.")
+    gradient_accumulation_steps: int = option(1, "Micro-batches per step whose gradients are summed.")
+    use_xla: Optional[bool] = option(None, "Compile the training step with XLA; default: on with GPUs, and on a "
                                             "CPU measured at start-up for runs of 1,000 steps or more "
                                             "(train/xla_choice.json).")
-    precision: Optional[str] = _option(None, "Training precision; default: bfloat16 on TPUs and on CPUs with "
+    precision: Optional[str] = option(None, "Training precision; default: bfloat16 on TPUs and on CPUs with "
                                              "avx512_bf16 or amx_bf16 (the encoder computes in bfloat16, variables "
                                              "stay float32), else float32.", choices=("float32", "bfloat16"))
-    save_checkpoints_steps: int = _option(1000, "Checkpoint every this many steps.")
-    keep_checkpoint_max: int = _option(5, "Checkpoints kept.")
-    log_steps: int = _option(100, "TensorBoard scalars and a log line every this many steps.")
-    shuffle_buffer: int = _option(10_000, "Examples in the shuffle buffer (<= 1: file order).")
-    seed: Optional[int] = _option(None, "Seed of the initialisation, dropout and shuffling.")
+    save_checkpoints_steps: int = option(1000, "Checkpoint every this many steps.")
+    keep_checkpoint_max: int = option(5, "Checkpoints kept.")
+    log_steps: int = option(100, "TensorBoard scalars and a log line every this many steps.")
+    shuffle_buffer: int = option(10_000, "Examples in the shuffle buffer (<= 1: file order).")
+    seed: Optional[int] = option(None, "Seed of the initialisation, dropout and shuffling.")
     init_checkpoint: Optional[str] = None
-    init_heads: bool = _option(False, "Restore the heads of --init_checkpoint too (transfer from a model "
+    init_heads: bool = option(False, "Restore the heads of --init_checkpoint too (transfer from a model "
                                       "fine-tuned on another task, e.g. WIKISQL -> WTQ); see "
                                       "--reset_cell_selection_weights.")
-    reset_cell_selection_weights: bool = _option(False, "With --init_heads, the cell-selection head starts "
+    reset_cell_selection_weights: bool = option(False, "With --init_heads, the cell-selection head starts "
                                                         "fresh; default the task's (WTQ: yes).")
     show_progress: bool = True
     max_predictions_per_seq: Optional[int] = None
-    bucket_lengths: Tuple[int, ...] = _option(
+    bucket_lengths: Tuple[int, ...] = option(
         DEFAULT_BUCKET_LENGTHS, "Pad each training batch only to the smallest of these lengths (capped at "
         "--max_seq_length) that holds its examples, grouped by real length; empty: pad to --max_seq_length.")
 
