@@ -43,8 +43,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-# The seven token-type feature names, in the order of `type_vocab_sizes`.
+# TOKEN_TYPE_FEATURES: the seven token-type feature names, in the order of `type_vocab_sizes`.
 from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES
+from tapas_tf.models.dropout import BitDropout
 
 # Token-type features whose table an ablation switch (a constructor argument) can remove.
 TOKEN_TYPE_SWITCHES: Dict[str, str] = {
@@ -191,7 +192,7 @@ class TapasEmbeddings(tf_keras.layers.Layer):
             )
         # === Layers ===
         self.layer_norm = tf_keras.layers.LayerNormalization(axis=-1, epsilon=layer_norm_eps, name="LayerNorm")
-        self.dropout = tf_keras.layers.Dropout(rate=dropout_rate)
+        self.dropout = BitDropout(rate=dropout_rate)
 
         # === Config ===
         self.vocab_size = vocab_size

@@ -1,7 +1,7 @@
 """The TAPAS encoder: our table embeddings + tf-models-official transformer blocks + pooler.
 
 Each layer is an `official.nlp.modeling.layers.TransformerEncoderBlock` set up as post-LN BERT
-(`norm_first=False`). Its weights, as `weight_map` names them (TF1 names under
+(`norm_first=False`), with the cheaper dropout of `models.dropout` (`TapasTransformerBlock`). Its weights, as `weight_map` names them (TF1 names under
 `bert/encoder/layer_{i}/`; H = hidden, N = heads, D = H / N head size, I = intermediate):
 
     TF1 name                               ours               TF1 / HF layout
@@ -35,6 +35,7 @@ from official.nlp.modeling import layers as nlp_layers
 
 from tapas_tf.models.config import TapasConfig
 from tapas_tf.models.embeddings import TapasEmbeddings
+from tapas_tf.models.transformer_block import TapasTransformerBlock
 
 
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")
@@ -158,7 +159,7 @@ class TapasEncoder(tf_keras.layers.Layer):
         self.attention_mask = nlp_layers.SelfAttentionMask(name="attention_mask")
         self.transformer_layers = [
             # Post-LN BERT block; the dropout rates map as described in the module docstring.
-            nlp_layers.TransformerEncoderBlock(
+            TapasTransformerBlock(
                 num_attention_heads=num_attention_heads,
                 inner_dim=intermediate_size,
                 inner_activation=activation,
