@@ -7,7 +7,8 @@ Runs `tf_tapas_bench.py` (this interpreter, or --tf_python) and `torch_tapas_ben
 environment, --peer_python) as subprocesses, one measurement at a time and alternating between
 the frameworks for each size, so a change in the machine's load hits both alike:
 
-    size X: TF train (XLA), torch train, TF train (no XLA) [then TF train with and without XLA
+    size X: TF train (XLA), torch train, TF train (no XLA) [, TF train (no XLA) in the trainer's
+            start-up precision where that is bfloat16] [then TF train with and without XLA
             again for the next --tf_onednn setting], TF infer, torch infer (padded to 512),
             torch infer (unpadded, at the example's real length), then size Y ...
 
@@ -23,9 +24,12 @@ and reads it again, for at most --max_wait_seconds (then measures anyway and rec
 Prints the machine (CPU model and instruction set, `machine.py`: the ratios depend on it), a
 markdown table of training examples/s (TF with and without XLA, TF's default, torch, the ratios)
 and single-question latencies; every JSON line of both benches, plus the load before it started
-and the machine, goes to --json_out. TF's default is the faster of the two TF columns: that is
-what training picks at start-up (`tapas_tf.training.xla_choice`, which times both on the run's
-own batch) for runs of 1,000 steps or more.
+and the machine, goes to --json_out. TF's default is what the trainer does on this machine when
+no flag says otherwise: with oneDNN on (tapas-tf's default) no XLA (`tapas_tf.training.xla_choice`
+does not measure there), in the precision it chooses at start-up (`tapas_tf.training.precision`:
+bfloat16 on CPUs with avx512_bf16 or amx_bf16, float32 elsewhere); with oneDNN off the faster of
+XLA and no XLA in float32, which a run of 1,000 steps or more times at start-up. PyTorch trains in
+float32 (its default).
 """
 
 from __future__ import annotations
@@ -86,6 +90,12 @@ def run_bench(command: List[str], label: str, args: argparse.Namespace,
     return records
 
 
+def trains_in_bfloat16(m: dict) -> bool:
+    """Whether the trainer's start-up choice on this machine is bfloat16 (its CPU flags show
+    avx512_bf16 or amx_bf16: `tapas_tf.training.precision.choose_precision`)."""
+    return bool({"avx512_bf16", "amx_bf16"} & set(m.get("isa", ())))
+
+
 def standard_real_length(seq_len: int) -> int:
     """Real tokens of the single-question example both benches use (make_batch seed 2)."""
     return int(synthetic_tables.make_batch(1, seq_len, seed=2)["input_mask"].sum())
@@ -112,6 +122,9 @@ def measure_size(size: str, args: argparse.Namespace) -> List[dict]:
             if not args.skip_no_xla:
                 records += run_bench(tf_bench + common + train + ["--jit_compile", "false"],
                                      f"tf train oneDNN {onednn} {size}", args, env)
+            if onednn == "on" and trains_in_bfloat16(machine()):
+                records += run_bench(tf_bench + common + train + ["--jit_compile", "false", "--precision", "default"],
+                                     f"tf train default precision oneDNN {onednn} {size}", args, env)
     if "infer" not in args.measures:
         return records
     records += run_bench(
@@ -150,24 +163,27 @@ def markdown(records: List[dict], sizes: List[str], lengths: List[int]) -> str:
     lines = [
         f"Machine: {machine_line(machines[0]) if machines else 'not recorded'}",
         "",
-        "| size, batch | TF XLA ex/s | TF no-XLA ex/s | torch ex/s | TF XLA / torch | TF no-XLA / torch | "
-        "TF default / torch | load before (TF XLA, torch) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| size, batch | TF XLA ex/s | TF no-XLA ex/s | TF default precision ex/s | torch ex/s | TF XLA / torch | "
+        "TF no-XLA / torch | TF default / torch | load before (TF XLA, torch) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     onednn_settings = sorted({r.get("onednn") for r in records if r.get("framework") == "tensorflow"
                               and r.get("measure") == "train"}, key=lambda v: (v is None, not v))
     for size, onednn in [(size, onednn) for size in sizes for onednn in onednn_settings]:
         train = dict(framework="tensorflow", size=size, measure="train", onednn=onednn)
-        xla = _find(records, jit_compile=True, **train)
-        plain = _find(records, jit_compile=False, **train)
+        float32 = [r for r in records if r.get("precision", "float32") == "float32"]
+        xla = _find(float32, jit_compile=True, **train)
+        plain = _find(float32, jit_compile=False, **train)
+        chosen = _find(records, jit_compile=False, precision_requested="default", **train)
         torch = _find(records, framework="pytorch", size=size, measure="train")
         batch = (xla or torch or {}).get("batch_size", "?")
         loads = ", ".join(_fmt(r, "load_average_1min_before", 2) for r in (xla, torch))
         setting = {True: ", oneDNN on", False: ", oneDNN off", None: ""}[onednn]
         lines.append(
             f"| {size}, {batch}{setting} | {_fmt(xla, 'examples_per_s', 2)} | {_fmt(plain, 'examples_per_s', 2)} | "
-            f"{_fmt(torch, 'examples_per_s', 2)} | {_ratio(_get(xla), _get(torch))} | "
-            f"{_ratio(_get(plain), _get(torch))} | {_ratio(_default(xla, plain), _get(torch))} | {loads} |"
+            f"{_precision_cell(chosen)} | {_fmt(torch, 'examples_per_s', 2)} | {_ratio(_get(xla), _get(torch))} | "
+            f"{_ratio(_get(plain), _get(torch))} | {_ratio(_default(xla, plain, chosen, onednn), _get(torch))} | "
+            f"{loads} |"
         )
     lines += [
         "",
@@ -200,10 +216,22 @@ def markdown(records: List[dict], sizes: List[str], lengths: List[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _default(xla: Optional[dict], plain: Optional[dict]) -> Optional[float]:
-    """TF's default training speed: the faster path, as the start-up measurement picks it."""
+def _default(xla: Optional[dict], plain: Optional[dict], chosen: Optional[dict],
+             onednn: Optional[bool]) -> Optional[float]:
+    """The trainer's default training speed. With oneDNN on (tapas-tf's default) the trainer does
+    not use XLA and computes in its start-up precision (`chosen`, where the machine has bfloat16;
+    else float32); with oneDNN off it times both paths in float32 and keeps the faster
+    (`tapas_tf.training.xla_choice`)."""
+    if onednn:
+        return _get(chosen) or _get(plain)
     speeds = [v for v in (_get(xla), _get(plain)) if v]
     return max(speeds) if speeds else None
+
+
+def _precision_cell(record: Optional[dict]) -> str:
+    if record is None:
+        return "float32 (as no-XLA)"
+    return f"{record['examples_per_s']:.2f} ({record.get('precision')})"
 
 
 def _get(record: Optional[dict]) -> Optional[float]:

@@ -147,10 +147,7 @@ def profile_once(args) -> Dict:
     import tf_tapas_bench
 
     tf_tapas_bench.tf = tf
-    from tapas_tf.training.precision import policy_scope
-
-    with policy_scope(args.precision):
-        model = tf_tapas_bench._build_model(args.size, seed=0)
+    model = tf_tapas_bench._build_model(args.size, seed=0, precision=args.precision)
     optimizer = tf_tapas_bench._make_optimizer(args.warmup + 2 * args.steps)
     features = tf_tapas_bench.to_features(
         synthetic_tables.make_batch(args.batch_size, args.seq_len, seed=1), with_labels=True)

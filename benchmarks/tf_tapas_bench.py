@@ -45,7 +45,7 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
-from typing import Callable, Dict, List, Optional  # noqa: E402
+from typing import Callable, Dict, List, Optional, Tuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -111,15 +111,28 @@ def to_features(batch: Dict[str, np.ndarray], with_labels: bool, length: Optiona
     return features
 
 
-def _build_model(size: str, seed: int):
+def _build_model(size: str, seed: int, precision: str = "float32"):
+    """The QA model of preset `size`, its layers computing in `precision` (the trainer's policies:
+    `tapas_tf.training.precision`; variables stay float32)."""
     import tf_keras
 
     from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
+    from tapas_tf.training.precision import policy_scope
 
     tf_keras.utils.set_random_seed(seed)
-    model = TapasForQuestionAnswering(make_config(size))
+    with policy_scope(precision):
+        model = TapasForQuestionAnswering(make_config(size))
     model(dummy_features())
     return model
+
+
+def resolve_precision(requested: str) -> Tuple[str, str]:
+    """(precision, why): "default" is the trainer's start-up choice on this machine
+    (`choose_precision(None)`: bfloat16 on CPUs with avx512_bf16 or amx_bf16, float32 elsewhere)."""
+    from tapas_tf.training.precision import choose_precision
+
+    choice = choose_precision(None if requested == "default" else requested)
+    return choice.precision, choice.reason
 
 
 def _make_optimizer(total_steps: int):
@@ -149,9 +162,10 @@ def make_train_step(model, optimizer, jit_compile: bool) -> Callable:
     return train_step
 
 
-def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: int, jit_compile: bool) -> dict:
+def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: int, jit_compile: bool,
+                precision: str = "float32") -> dict:
     """Examples per second of forward + gradient + AdamW on one fixed batch."""
-    model = _build_model(size, seed=0)
+    model = _build_model(size, seed=0, precision=precision)
     features = to_features(synthetic_tables.make_batch(batch_size, seq_len, seed=1), with_labels=True)
     train_step = make_train_step(model, _make_optimizer(warmup + steps), jit_compile)
 
@@ -167,7 +181,7 @@ def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: in
     if not all(np.isfinite(losses)):
         raise RuntimeError(f"{size}: non-finite training loss {losses}")
     return dict(
-        measure="train", jit_compile=jit_compile, batch_size=batch_size, seq_len=seq_len, steps=steps,
+        measure="train", jit_compile=jit_compile, precision=precision, batch_size=batch_size, seq_len=seq_len, steps=steps,
         warmup=max(warmup, 1), warmup_seconds=round(warmup_seconds, 2), seconds=round(seconds, 3),
         examples_per_s=round(batch_size * steps / seconds, 3), step_ms=round(1000 * seconds / steps, 1),
         cpu_seconds=round(cpu_seconds, 3), first_loss=round(losses[0], 4), last_loss=round(losses[-1], 4),
@@ -307,6 +321,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         "--infer_lengths", default="", help="extra single-question tables of these many tokens (bucketed)"
     )
     parser.add_argument("--buckets", default="64,128,256,512", help="sequence lengths of the bucketed mode")
+    parser.add_argument("--precision", default="float32", choices=("float32", "bfloat16", "default"),
+                        help="training precision; default: the trainer's start-up choice on this machine")
     parser.add_argument("--json_out", default="", help="append the JSON lines to this file")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.infer_runs < 1 or args.warmup < 0:
@@ -333,14 +349,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     base = environment(args.threads, args.inter_op_threads)
+    precision, precision_reason = resolve_precision(args.precision)
     for size in sizes:
         config = make_config(size)
         common = dict(base, size=size, layers=config.num_hidden_layers, hidden=config.hidden_size)
         for jit in jit_modes:
             if "train" in measures:
                 batch_size = args.batch_size or DEFAULT_BATCH[size]
-                record = bench_train(size, batch_size, args.seq_len, args.warmup, args.steps, jit)
-                emit(dict(common, **record), args.json_out)
+                record = bench_train(size, batch_size, args.seq_len, args.warmup, args.steps, jit, precision)
+                emit(dict(common, precision_requested=args.precision, precision_reason=precision_reason,
+                          **record), args.json_out)
             if "infer" in measures:
                 for record in bench_infer(
                     size, args.seq_len, args.warmup, args.infer_runs, jit, extra_lengths, buckets
