@@ -120,9 +120,9 @@ def _build_model(size: str, seed: int, precision: str = "float32"):
     from tapas_tf.training.precision import policy_scope
 
     tf_keras.utils.set_random_seed(seed)
-    with policy_scope(precision):
+    with policy_scope(precision):  # Layers take the policy when they are built: call inside.
         model = TapasForQuestionAnswering(make_config(size))
-    model(dummy_features())
+        model(dummy_features())
     return model
 
 
