@@ -24,7 +24,7 @@ import pytest  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.training import distribution, trainer as training  # noqa: E402
-from tests.training.test_trainer import ROOT, data, tiny_configs  # noqa: E402, F401 (data is a fixture)
+from tests.training.test_trainer import ROOT, tiny_configs  # noqa: E402
 
 STEPS = 8
 OPTIONS = dict(train_steps=STEPS, train_batch_size=4, save_checkpoints_steps=2, warmup_ratio=0.0)

@@ -28,8 +28,7 @@ from tapas_tf.training import trainer as training  # noqa: E402
 from tapas_tf.training.config import TrainConfig  # noqa: E402
 from tapas_tf.training.stopping import StopSignals  # noqa: E402
 from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ  # noqa: E402
-# `data` is a fixture.
-from tests.training.test_trainer import ROOT, TINY_CONFIG, data, tiny_configs  # noqa: E402, F401
+from tests.training.test_trainer import ROOT, TINY_CONFIG, tiny_configs  # noqa: E402
 
 SHUFFLED = dict(train_batch_size=2, shuffle_buffer=NUM_EXAMPLES, seed=1)
 

@@ -33,7 +33,7 @@ from tapas_tf.training.config import (  # noqa: E402
     parse_overrides,
     train_config_for_task,
 )
-from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ, write_fixture_examples  # noqa: E402
+from tests.training.test_input_pipeline import NUM_EXAMPLES, SEQ  # noqa: E402
 from tests.model_fixtures import tiny_config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,13 +58,6 @@ def _run_script(script: str, *args: str, timeout: int = 240) -> subprocess.Compl
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env=env)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> str:
-    directory = tmp_path_factory.mktemp("data")
-    write_fixture_examples(directory)
-    return str(directory / "tf_examples" / "train.tfrecord")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import tensorflow as tf  # noqa: E402
 
 from tapas_tf.training import distribution, trainer as training  # noqa: E402
 from tapas_tf.training.xla_choice import XlaChoice, choose_xla, onednn_enabled  # noqa: E402
-from tests.training.test_trainer import data, tiny_configs  # noqa: E402, F401 (data is a fixture)
+from tests.training.test_trainer import tiny_configs  # noqa: E402
 
 
 def _matmuls(features):
