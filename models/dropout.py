@@ -17,7 +17,7 @@ seeds per call from a seeded stateful op, so `tf.random.set_seed` (or the layer'
 run repeatable. The masks differ from Keras's (another generator), the statistics do not.
 """
 
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import tensorflow as tf
 import tf_keras
@@ -47,10 +47,14 @@ def random_bits16(shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     return tf.reshape(bits[:count], shape)
 
 
+def keep_mask(shape: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
+    """<bool>[*shape]: True for a kept value, False (with probability `rate`) for a dropped one."""
+    return random_bits16(shape, seed) >= keep_threshold(rate)
+
+
 def dropout_mask(shape: tf.Tensor, rate: float, dtype: tf.DType, seed: tf.Tensor) -> tf.Tensor:
     """<dtype>[*shape]: 0 for a dropped value, 1 / (1 - rate) for a kept one."""
-    keep = random_bits16(shape, seed) >= keep_threshold(rate)
-    return tf.cast(keep, dtype) * tf.cast(1.0 / (1.0 - rate), dtype)
+    return tf.cast(keep_mask(shape, rate, seed), dtype) * tf.cast(1.0 / (1.0 - rate), dtype)
 
 
 @tf.custom_gradient
@@ -108,20 +112,31 @@ class BitDropout(tf_keras.layers.Dropout):
         keep_threshold(rate)
         super().__init__(rate, noise_shape=None, seed=seed, **kwargs)
 
-    def call(self, inputs, training=None):
+    def _dropping(self, training) -> Union[bool, tf.Tensor]:
+        """False (inference, or rate 0: nothing to drop), True, or a <bool>[] tensor that decides
+        in the graph."""
         if training is None:
             training = tf_keras.backend.learning_phase()
         if self.rate == 0 or (isinstance(training, bool) and not training):
+            return False
+        return True if isinstance(training, bool) else tf.cast(training, tf.bool)
+
+    def _seed(self) -> tf.Tensor:
+        """<int32>[2]: a fresh stateless seed per call, from the op seed (`self.seed`)."""
+        return tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32, seed=self.seed)
+
+    def call(self, inputs, training=None):
+        dropping = self._dropping(training)
+        if dropping is False:
             return tf.identity(inputs)
 
         def dropped():
-            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32, seed=self.seed)
-            mask = dropout_mask(tf.shape(inputs), self.rate, inputs.dtype, seed)
+            mask = dropout_mask(tf.shape(inputs), self.rate, inputs.dtype, self._seed())
             return _multiply_by_mask(inputs, mask)
 
-        if isinstance(training, bool):
+        if dropping is True:
             return dropped()
-        return tf.cond(tf.cast(training, tf.bool), dropped, lambda: tf.identity(inputs))
+        return tf.cond(dropping, dropped, lambda: tf.identity(inputs))
 
     def call_unscaled(self, inputs: tf.Tensor, training=None) -> Tuple[tf.Tensor, Optional[tf.Tensor]]:
         """(the input with dropped values zeroed but the kept ones not scaled, the scale): for a
@@ -129,17 +144,14 @@ class BitDropout(tf_keras.layers.Dropout):
         probabilities. The scale, in the input's dtype, is 1 / (1 - rate) in training and 1 when
         `training` is a tensor that says no; None (nothing to scale) in inference or at rate 0.
         """
-        if training is None:
-            training = tf_keras.backend.learning_phase()
-        if self.rate == 0 or (isinstance(training, bool) and not training):
+        dropping = self._dropping(training)
+        if dropping is False:
             return tf.identity(inputs), None
-        one = tf.ones([], inputs.dtype)
 
         def dropped():
-            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32, seed=self.seed)
-            keep = random_bits16(tf.shape(inputs), seed) >= keep_threshold(self.rate)
+            keep = keep_mask(tf.shape(inputs), self.rate, self._seed())
             return zero_dropped(inputs, keep), tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
 
-        if isinstance(training, bool):
+        if dropping is True:
             return dropped()
-        return tf.cond(tf.cast(training, tf.bool), dropped, lambda: (tf.identity(inputs), one))
+        return tf.cond(dropping, dropped, lambda: (tf.identity(inputs), tf.ones([], inputs.dtype)))

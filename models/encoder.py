@@ -1,8 +1,9 @@
 """The TAPAS encoder: our table embeddings + tf-models-official transformer blocks + pooler.
 
 Each layer is an `official.nlp.modeling.layers.TransformerEncoderBlock` set up as post-LN BERT
-(`norm_first=False`), with the cheaper dropout of `models.dropout` (`TapasTransformerBlock`). Its weights, as `weight_map` names them (TF1 names under
-`bert/encoder/layer_{i}/`; H = hidden, N = heads, D = H / N head size, I = intermediate):
+(`norm_first=False`), with the cheaper dropout of `models.dropout` (`TapasTransformerBlock`).
+Its weights, as `weight_map` names them (TF1 names under `bert/encoder/layer_{i}/`; H = hidden,
+N = heads, D = H / N head size, I = intermediate):
 
     TF1 name                               ours               TF1 / HF layout
     attention/self/query/kernel            [H, N, D]          TF1 [H, H]; HF weight [H, H] transposed
