@@ -47,6 +47,8 @@ ROOT = os.path.dirname(HERE)
 import synthetic_tables  # noqa: E402  (benchmarks/ is not a package)
 from machine import machine, machine_line  # noqa: E402
 
+from tapas_tf.training.precision import cpu_bf16_flags  # noqa: E402  (no TensorFlow: reads /proc/cpuinfo)
+
 BUCKETS = (64, 128, 256, 512)
 
 
@@ -90,12 +92,6 @@ def run_bench(command: List[str], label: str, args: argparse.Namespace,
     return records
 
 
-def trains_in_bfloat16(m: dict) -> bool:
-    """Whether the trainer's start-up choice on this machine is bfloat16 (its CPU flags show
-    avx512_bf16 or amx_bf16: `tapas_tf.training.precision.choose_precision`)."""
-    return bool({"avx512_bf16", "amx_bf16"} & set(m.get("isa", ())))
-
-
 def standard_real_length(seq_len: int) -> int:
     """Real tokens of the single-question example both benches use (make_batch seed 2)."""
     return int(synthetic_tables.make_batch(1, seq_len, seed=2)["input_mask"].sum())
@@ -122,7 +118,7 @@ def measure_size(size: str, args: argparse.Namespace) -> List[dict]:
             if not args.skip_no_xla:
                 records += run_bench(tf_bench + common + train + ["--jit_compile", "false"],
                                      f"tf train oneDNN {onednn} {size}", args, env)
-            if onednn == "on" and trains_in_bfloat16(machine()):
+            if onednn == "on" and cpu_bf16_flags():  # The trainer's start-up choice is bfloat16.
                 records += run_bench(tf_bench + common + train + ["--jit_compile", "false", "--precision", "default"],
                                      f"tf train default precision oneDNN {onednn} {size}", args, env)
     if "infer" not in args.measures:

@@ -37,7 +37,6 @@ from tapas_tf.features.conversion_config import ConversionConfig, ConversionErro
 from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
 from tapas_tf.features.table_encoding import table_fingerprint
 from tapas_tf.features.tokenization import TapasTokenizer
-from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.qa import pruning
 from tapas_tf.qa.tables import AskError, TableLike, read_table, table_from_frame
 
@@ -131,7 +130,7 @@ class TableEncoder:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_model(cls, model_config, vocab_file: str, prune: bool = True, max_seq_length: Optional[int] = None,
+    def for_model(cls, model_config, vocab_file: Optional[str], prune: bool = True, max_seq_length: Optional[int] = None,
                   segments: Optional[Tuple[int, int]] = None, **options) -> "TableEncoder":
         """The encoder that matches a model (its `TapasConfig`, or the config as a dict, as an
         export's assets hold it): the one place a model's table limits are read.
@@ -142,7 +141,8 @@ class TableEncoder:
         their heads to the embeddings (`tf_runner.inference_segments`, the LiteRT copy's full
         signature): `segments` None. A SavedModel keeps the trained heads: pass
         (`max_num_rows`, `max_num_columns`). `trained_rows` (for the note on rows beyond training)
-        is `max_num_rows - 1`. The sequence is at most 512 tokens and the position embeddings."""
+        is `max_num_rows - 1`. The sequence is at most 512 tokens and the position embeddings.
+        `vocab_file` None: BERT's uncased vocabulary (`ConversionConfig.from_options` resolves it)."""
         def field(name: str):
             return model_config[name] if isinstance(model_config, Mapping) else getattr(model_config, name)
 
@@ -161,7 +161,7 @@ class TableEncoder:
         """`for_model` with the model directory's vocabulary: `vocab_file`, else the directory's
         vocab.txt, else BERT's uncased vocabulary (with `[EMPTY]`), which every released TAPAS model uses."""
         local_vocab = os.path.join(model_dir, "vocab.txt")
-        vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else resolve_vocab_file(None))
+        vocab = vocab_file or (local_vocab if os.path.exists(local_vocab) else None)
         return cls.for_model(model_config, vocab, prune=prune, max_seq_length=max_seq_length)
 
     @property

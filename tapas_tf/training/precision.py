@@ -17,9 +17,6 @@ import dataclasses
 import logging
 from typing import Any, Dict, Iterator, Optional
 
-import tensorflow as tf
-import tf_keras
-
 PRECISIONS = ("float32", "bfloat16")
 # /proc/cpuinfo flags of CPUs with native bfloat16 dot products.
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -62,6 +59,8 @@ def choose_precision(requested: Optional[str], uses_tpu: bool = False,
         return PrecisionChoice(requested, f"--precision={requested}")
     if uses_tpu:
         return PrecisionChoice("bfloat16", "TPU: bfloat16 is native")
+    import tensorflow as tf  # Here, so that importing this module for cpu_bf16_flags loads no TensorFlow.
+
     if tf.config.list_logical_devices("GPU"):
         return PrecisionChoice("float32", "GPU: float32 (pass --precision=bfloat16 on GPUs that have it)")
     flags = cpu_bf16_flags(cpuinfo_path)
@@ -75,6 +74,8 @@ def policy_scope(precision: str) -> Iterator[None]:
     """Layers created inside compute in `precision` (Keras's global policy, restored after)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
+    import tf_keras
+
     before = tf_keras.mixed_precision.global_policy()
     tf_keras.mixed_precision.set_global_policy(_POLICIES[precision])
     try:
