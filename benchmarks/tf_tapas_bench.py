@@ -148,14 +148,16 @@ def _make_optimizer(total_steps: int):
 
 def make_train_step(model, optimizer, jit_compile: bool) -> Callable:
     """One tf.function: forward (training mode), the total loss's gradient, an optimiser step;
-    returns the loss."""
+    returns the loss. The gradients go to the optimiser as the trainer's do (`dense_gradients`)."""
+    from tapas_tf.training.trainer import dense_gradients
+
     variables = model.trainable_variables
 
     @tf.function(jit_compile=jit_compile)
     def train_step(batch):
         with tf.GradientTape() as tape:
             loss = model(batch, training=True)["total_loss"]
-        gradients = tape.gradient(loss, variables)
+        gradients = dense_gradients(tape.gradient(loss, variables))
         optimizer.apply_gradients(zip(gradients, variables))
         return loss
 

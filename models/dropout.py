@@ -138,6 +138,11 @@ class BitDropout(tf_keras.layers.Dropout):
             return dropped()
         return tf.cond(dropping, dropped, lambda: tf.identity(inputs))
 
+    def draw_bits(self, shape: tf.Tensor) -> tf.Tensor:
+        """<uint16>[*shape]: one training call's random bits, for a fused kernel that drops the values
+        itself (below `keep_threshold(self.rate)`: dropped; kept ones scaled by 1 / (1 - rate))."""
+        return random_bits16(shape, self._seed())
+
     def call_unscaled(self, inputs: tf.Tensor, training=None) -> Tuple[tf.Tensor, Optional[tf.Tensor]]:
         """(the input with dropped values zeroed but the kept ones not scaled, the scale): for a
         caller that scales a smaller tensor downstream, e.g. attention's context rather than its

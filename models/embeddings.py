@@ -46,6 +46,7 @@ import tf_keras
 # TOKEN_TYPE_FEATURES: the seven token-type feature names, in the order of `type_vocab_sizes`.
 from tapas_tf.features.example_features import TOKEN_TYPE_FEATURES
 from tapas_tf.models.dropout import BitDropout
+from tapas_tf.models.fused import TapasLayerNorm
 
 # Token-type features whose table an ablation switch (a constructor argument) can remove.
 TOKEN_TYPE_SWITCHES: Dict[str, str] = {
@@ -191,7 +192,7 @@ class TapasEmbeddings(tf_keras.layers.Layer):
                 f"({', '.join(TOKEN_TYPE_FEATURES)}), got {list(type_vocab_sizes)}."
             )
         # === Layers ===
-        self.layer_norm = tf_keras.layers.LayerNormalization(axis=-1, epsilon=layer_norm_eps, name="LayerNorm")
+        self.layer_norm = TapasLayerNorm(axis=-1, epsilon=layer_norm_eps, name="LayerNorm")
         self.dropout = BitDropout(rate=dropout_rate)
 
         # === Config ===
@@ -255,7 +256,7 @@ class TapasEmbeddings(tf_keras.layers.Layer):
             matches = question_match_ids(input_ids, tf.cast(features["segment_ids"], tf.int32),
                                          self._countable_pieces)
             embeddings += tf.gather(self.question_match_embeddings, matches)
-        return self.dropout(self.layer_norm(embeddings), training=training)
+        return self.dropout(self.layer_norm(embeddings, training=training), training=training)
 
     def _position_ids(self, features: Mapping[str, tf.Tensor], input_ids: tf.Tensor) -> tf.Tensor:
         """<int32>[batch or 1, seq_len]: positions in the cell, or absolute positions."""

@@ -4,8 +4,9 @@
 arguments, weights, variable names and checkpoints) whose three dropouts (the attention
 probabilities, the attention output and the block output) are `models.dropout.BitDropout`: in a
 CPU training step they cost a third of the time of a bfloat16 step and a fifth of a float32 one
-when Keras's dropout draws a float per value (see `models/dropout.py`). In inference both are the
-identity, so a trained model answers exactly as before.
+when Keras's dropout draws a float per value (see `models/dropout.py`). Its two layer norms and
+its feed-forward GELU run as fused kernels in training (`models/fused.py`). In inference all of
+these are Keras's own, so a trained model answers exactly as before.
 """
 
 import math
@@ -15,6 +16,8 @@ import tf_keras
 from official.nlp.modeling import layers as nlp_layers
 
 from tapas_tf.models.dropout import BitDropout
+from tapas_tf.models import fused
+from tapas_tf.models.fused import TapasActivation, TapasLayerNorm, adopt
 
 
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")
@@ -64,3 +67,56 @@ class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
             self._attention_layer.__class__ = TapasSelfAttention
         self._attention_dropout = BitDropout(rate=self._attention_dropout_rate)
         self._output_dropout = BitDropout(rate=self._output_dropout_rate)
+        # Layer norms and the feed-forward activation run as fused kernels in training
+        # (`models/fused.py`); same objects, so the weights keep their order.
+        for norm in (self._attention_layer_norm, self._output_layer_norm):
+            if type(norm) is tf_keras.layers.LayerNormalization:
+                adopt(norm, TapasLayerNorm)
+        if type(self._intermediate_activation_layer) is tf_keras.layers.Activation:
+            adopt(self._intermediate_activation_layer, TapasActivation)
+        # The fused training path reads these layers' weights without calling them: they are built
+        # here, in their own name scopes, as their first call would build them.
+        width = input_shape[0][-1] if isinstance(input_shape, (list, tuple)) else input_shape[-1]
+        for layer, inner in ((self._attention_layer_norm, False), (self._intermediate_dense, False),
+                             (self._output_dense, True), (self._output_layer_norm, False)):
+            if not layer.built:
+                with tf.name_scope(layer.name):
+                    layer.build(tf.TensorShape([None, None, self._inner_dim if inner else width]))
+
+    def _fused_gelu(self):
+        """True (tanh) or False (exact) for a GELU the fused path computes, None for another activation."""
+        name = getattr(self._intermediate_activation_layer.activation, "__name__", "")
+        return TapasActivation._FUSED.get(name)
+
+    def _fuses(self, inputs, output_range) -> bool:
+        """Whether this call is one the fused training path computes: BERT's post-norm block."""
+        return (isinstance(inputs, (list, tuple)) and len(inputs) == 2 and not output_range
+                and not self._output_range and not self._norm_first and self._use_query_residual
+                and self._linformer_dim is None and not self._return_attention_scores
+                and not self._inner_dropout and not self._use_rms_norm and self._fused_gelu() is not None
+                and isinstance(self._attention_layer_norm, TapasLayerNorm)
+                and isinstance(self._output_layer_norm, TapasLayerNorm))
+
+    def call(self, inputs, output_range=None, training=None):
+        if training is not True or not self._fuses(inputs, output_range):
+            return super().call(inputs, output_range=output_range)
+        hidden, attention_mask = inputs
+        # One cast of the (float32 under a mixed policy) hidden states for the three projections,
+        # where each of them would cast its own copy.
+        source = tf.cast(hidden, self._attention_layer.compute_dtype)
+        attended = self._attention_layer(query=source, key=source, value=source, attention_mask=attention_mask)
+        attended = self._residual_norm(attended, hidden, self._attention_layer_norm, self._attention_dropout)
+        compute_dtype = self._intermediate_dense.compute_dtype
+        inner = tf.einsum(self._intermediate_dense.equation, tf.cast(attended, compute_dtype),
+                          tf.cast(self._intermediate_dense.kernel, compute_dtype))
+        inner = fused.bias_gelu(inner, self._intermediate_dense.bias, approximate=self._fused_gelu())
+        output = tf.einsum(self._output_dense.equation, inner, tf.cast(self._output_dense.kernel, compute_dtype))
+        return self._residual_norm(output, attended, self._output_layer_norm, self._output_dropout,
+                                   bias=self._output_dense.bias)
+
+    @staticmethod
+    def _residual_norm(x, residual, norm: TapasLayerNorm, dropout: BitDropout, bias=None):
+        """norm((x + bias) * dropout + residual) as `fused.residual_layer_norm`'s kernels."""
+        bits = dropout.draw_bits(tf.shape(x)) if dropout.rate else None
+        return fused.residual_layer_norm(x, residual, norm.gamma, norm.beta, norm.epsilon, bias=bias,
+                                         dropout_bits=bits, rate=dropout.rate, out_dtype=norm.compute_dtype)

@@ -539,3 +539,29 @@ def _scalars(directory: str) -> dict:
             for value in event.summary.value:
                 scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
     return scalars
+
+
+def test_dense_gradients_sum_an_embeddings_repeated_rows_and_keep_the_rest():
+    # Rows 0 and 2 of a 3-row table; row 2 twice: its gradient is the sum of both.
+    sparse = tf.IndexedSlices(values=tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]),
+                              indices=tf.constant([2, 0, 2]), dense_shape=tf.constant([3, 2]))
+    dense = tf.constant([7.0])
+    got = training.dense_gradients([sparse, dense, None])
+    np.testing.assert_array_equal(got[0].numpy(), [[3.0, 4.0], [0.0, 0.0], [6.0, 8.0]])
+    assert got[1] is dense and got[2] is None
+
+
+def test_adam_on_the_dense_gradient_is_adam_on_the_sparse_one():
+    def trained(densify):
+        table = tf.Variable(tf.reshape(tf.range(12, dtype=tf.float32), [6, 2]))
+        optimizer = training.build_optimizer(
+            TrainConfig(train_file="x", train_steps=10, train_batch_size=1, learning_rate=0.1, warmup_ratio=0.0))[0]
+        for ids in ([1, 1, 4], [0, 4, 5]):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.gather(table, ids) ** 2)
+            grads = tape.gradient(loss, [table])
+            assert isinstance(grads[0], tf.IndexedSlices)
+            optimizer.apply_gradients(zip(training.dense_gradients(grads) if densify else grads, [table]))
+        return table.numpy()
+
+    np.testing.assert_allclose(trained(True), trained(False), rtol=1e-6)
