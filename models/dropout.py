@@ -143,6 +143,11 @@ class BitDropout(tf_keras.layers.Dropout):
         itself (below `keep_threshold(self.rate)`: dropped; kept ones scaled by 1 / (1 - rate))."""
         return random_bits16(shape, self._seed())
 
+    def draw_keep(self, shape: tf.Tensor) -> tf.Tensor:
+        """<bool>[*shape]: one training call's mask (False: drop), for a caller that applies it
+        itself; the kept values are to be scaled by 1 / (1 - rate)."""
+        return keep_mask(shape, self.rate, self._seed())
+
     def call_unscaled(self, inputs: tf.Tensor, training=None) -> Tuple[tf.Tensor, Optional[tf.Tensor]]:
         """(the input with dropped values zeroed but the kept ones not scaled, the scale): for a
         caller that scales a smaller tensor downstream, e.g. attention's context rather than its

@@ -1,21 +1,29 @@
-"""Layer normalisation and GELU of a training step, each one XLA kernel forward and one backward.
+"""The element-wise parts of a training step as one XLA kernel forward and one backward each.
 
 Without them a CPU training step runs layer normalisation as about eight TensorFlow ops forward and
 fifteen backward, and the exact GELU as six and ten, each a pass over memory; under the
 `mixed_bfloat16` policy each pass also converts every bfloat16 value to float32 and back, and
-Keras adds casts around the float32 layers. The profile of a mini step on an AMX Xeon
+Keras adds casts around its float32 layers. The profile of a mini step on an AMX Xeon
 (`benchmarks/profile_train_step.py`) put the two at 28% of a bfloat16 step, more than all its
-matrix products. Here each is a `tf.function(jit_compile=True)` forward and backward tied by
+matrix products. Here each part is a `tf.function(jit_compile=True)` forward and backward tied by
 `tf.custom_gradient`: XLA fuses each into one loop over memory that reads bfloat16 and computes in
 float32, while the matrix products around them stay with TensorFlow's (oneDNN's) kernels, which
 XLA's CPU back end does not match.
 
-The arithmetic is the layers' own: the mean and variance of the last axis in float32,
-(x - mean) * rsqrt(variance + epsilon) * gamma + beta, and x * Phi(x) (or its tanh form) for GELU.
-`TapasLayerNorm` and `TapasActivation` use the kernels in training (`training=True`) only; in
-inference they are Keras's layers, so a SavedModel, a LiteRT model and every answer are unchanged,
-and no input length compiles a kernel at serving time. Training compiles each kernel once per
-input shape (a bucketed run: once per bucket length).
+  layer_norm            layer normalisation (the embeddings')
+  residual_layer_norm   a post-norm sublayer's end: its bias, dropout, residual sum and layer norm
+  bias_gelu             the feed-forward layer's bias and GELU (exact or tanh)
+  gelu                  GELU alone
+  dropped_softmax       the attention softmax and dropout (forward: TensorFlow's softmax, whose
+                        oneDNN kernel beats XLA's; backward: one kernel)
+
+The arithmetic is the layers' own, in float32: the mean and variance of the last axis,
+(x - mean) * rsqrt(variance + epsilon) * gamma + beta, and x * Phi(x) (or its tanh form) for GELU;
+the tests compare values and gradients with the unfused ops. `TapasLayerNorm`, `TapasActivation` and
+`models.transformer_block` use the kernels in training (`training=True`) only; in inference they
+are Keras's layers, so a SavedModel, a LiteRT model and every answer are unchanged, and no input
+length compiles a kernel at serving time. Training compiles each kernel once per input shape (a
+bucketed run: once per bucket length).
 """
 
 import functools
@@ -25,7 +33,7 @@ from typing import Callable, Optional, Tuple
 import tensorflow as tf
 import tf_keras
 
-from tapas_tf.models.dropout import keep_threshold
+from tapas_tf.models.dropout import keep_threshold, zero_dropped
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -256,6 +264,51 @@ def bias_gelu(x: tf.Tensor, bias: tf.Tensor, approximate: bool = False) -> tf.Te
       <x.dtype>[..., I], computed in float32; the gradient reaches x and bias.
     """
     return _bias_gelu_kernels(bool(approximate))(x, tf.cast(bias, tf.float32))
+
+
+@functools.lru_cache(maxsize=None)
+def _dropped_softmax_kernels(dropped: bool) -> Callable:
+    @tf.function(jit_compile=True)
+    def backward(p, keep, d_kept):
+        g = tf.cast(d_kept, tf.float32)
+        if dropped:
+            g = tf.where(keep, g, 0.0)
+        pf = tf.cast(p, tf.float32)
+        return tf.cast(pf * (g - tf.reduce_sum(g * pf, axis=-1, keepdims=True)), p.dtype)
+
+    @tf.custom_gradient
+    def dropped_softmax(logits, keep):
+        p = tf.nn.softmax(logits, axis=-1)
+        kept = zero_dropped(p, keep) if dropped else tf.identity(p)
+
+        def grad(d_kept, unused_d_p):
+            return backward(p, keep, d_kept), None
+
+        return (kept, tf.stop_gradient(p)), grad
+
+    return dropped_softmax
+
+
+def dropped_softmax(logits: tf.Tensor, keep: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Attention probabilities with the dropped ones zeroed (not scaled), and their gradient as one
+    fused kernel.
+
+    The forward pass is TensorFlow's softmax (oneDNN's kernel; XLA's CPU softmax was no faster) and
+    a bitwise AND; the backward pass, p * (g - sum(g * p)) with the dropped gradients zeroed, is one
+    XLA kernel where TensorFlow runs five ops over [B, N, T, S] (11.4 against 18.3 ms at
+    [32, 4, 256, 256] in bfloat16).
+
+    Args:
+      logits: <float>[..., S], the masked attention scores.
+      keep: None (no dropout) or <bool>[..., S]: False zeroes the probability.
+
+    Returns:
+      (the dropped probabilities, the probabilities), <logits.dtype>[..., S] each. The gradient
+      reaches `logits` through the first; the second is for inspection (Keras's
+      `return_attention_scores`) and carries none.
+    """
+    kernels = _dropped_softmax_kernels(keep is not None)
+    return kernels(logits, tf.zeros([0], tf.bool) if keep is None else keep)
 
 
 def _fused_in_training(layer: tf_keras.layers.Layer) -> None:

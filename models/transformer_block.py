@@ -4,9 +4,11 @@
 arguments, weights, variable names and checkpoints) whose three dropouts (the attention
 probabilities, the attention output and the block output) are `models.dropout.BitDropout`: in a
 CPU training step they cost a third of the time of a bfloat16 step and a fifth of a float32 one
-when Keras's dropout draws a float per value (see `models/dropout.py`). Its two layer norms and
-its feed-forward GELU run as fused kernels in training (`models/fused.py`). In inference all of
-these are Keras's own, so a trained model answers exactly as before.
+when Keras's dropout draws a float per value (see `models/dropout.py`). In training, the block
+(BERT's post-norm one) ends each sublayer with one fused kernel for its bias, dropout, residual sum
+and layer norm, runs the feed-forward bias and GELU as one, and the attention softmax's backward
+pass as one (`models/fused.py`); the matrix products stay TensorFlow's. In inference all of these
+are Keras's own, so a trained model answers exactly as before.
 """
 
 import math
@@ -39,10 +41,30 @@ class TapasSelfAttention(tf_keras.layers.MultiHeadAttention):
         returns (context <[B, T, N, value_dim]>, probabilities <[B, N, T, S]>)."""
         query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
         scores = tf.einsum(self._dot_product_equation, key, query)
+        if training is True:
+            return self._training_attention(scores, value, attention_mask)
         probabilities = self._masked_softmax(scores, attention_mask)
         dropped, scale = self._dropout_layer.call_unscaled(probabilities, training=training)
         context = tf.einsum(self._combine_equation, dropped, value)
         return (context if scale is None else context * scale), probabilities
+
+    def _training_attention(self, scores, value, attention_mask):
+        """Training: Keras's masked scores, then `fused.dropped_softmax` (the softmax, the dropout's
+        AND, and the backward pass as one fused kernel). The probabilities returned carry no
+        gradient."""
+        if attention_mask is not None:
+            for _ in range(scores.shape.rank - attention_mask.shape.rank):
+                attention_mask = tf.expand_dims(attention_mask, axis=-len(self._attention_axes) * 2 - 1)
+            # Keras's Softmax layer's additive mask (-1e9; float16's lowest for float16).
+            lowest = tf.float16.min if scores.dtype == tf.float16 else -1e9
+            scores += (1.0 - tf.cast(attention_mask, scores.dtype)) * tf.cast(lowest, scores.dtype)
+        dropout = self._dropout_layer
+        keep = dropout.draw_keep(tf.shape(scores)) if dropout.rate else None
+        dropped, probabilities = fused.dropped_softmax(scores, keep)
+        context = tf.einsum(self._combine_equation, dropped, value)
+        if keep is not None:
+            context *= tf.cast(1.0 / (1.0 - dropout.rate), context.dtype)
+        return context, probabilities
 
 
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")

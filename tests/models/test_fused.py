@@ -121,6 +121,29 @@ def test_residual_layer_norm_refuses_a_rate_without_bits():
         fused.residual_layer_norm(tf.ones([1, 2]), tf.ones([1, 2]), tf.ones([2]), tf.zeros([2]), EPS, rate=0.1)
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_dropped_softmax_values_and_gradient_are_softmax_times_the_keep_mask(dtype):
+    logits = _normal([2, 3, 4, 5], 1, dtype)
+    keep = tf.random.stateless_uniform([2, 3, 4, 5], seed=[5, 5]) >= 0.3
+    (kept, probabilities) = fused.dropped_softmax(logits, keep)
+    got = _value_and_gradients(lambda x: fused.dropped_softmax(x, keep)[0], [logits])
+    expected = _value_and_gradients(lambda x: tf.nn.softmax(x) * tf.cast(keep, x.dtype), [logits])
+    tol = 2e-2 if dtype == tf.bfloat16 else 1e-6
+    _assert_close(got, expected, tol)
+    _assert_close(probabilities, tf.nn.softmax(logits), tol)
+    assert kept.dtype == dtype and got[1][0].dtype == dtype
+    # Without dropout: the softmax and its gradient.
+    got = _value_and_gradients(lambda x: fused.dropped_softmax(x)[0], [logits])
+    _assert_close(got, _value_and_gradients(tf.nn.softmax, [logits]), tol)
+
+
+def test_dropped_softmax_zeroes_exactly_the_dropped_probabilities():
+    # softmax([0, 0, ln 2]) = [1/4, 1/4, 1/2]; the second is dropped.
+    kept, probabilities = fused.dropped_softmax(tf.math.log([[1.0, 1.0, 2.0]]), tf.constant([[True, False, True]]))
+    np.testing.assert_allclose(kept.numpy(), [[0.25, 0.0, 0.5]], rtol=1e-6)
+    np.testing.assert_allclose(probabilities.numpy(), [[0.25, 0.25, 0.5]], rtol=1e-6)
+
+
 def test_layer_norm_layer_fuses_in_training_only_and_keeps_keras_inference():
     ours = TapasLayerNorm(epsilon=EPS, name="norm")
     keras = tf_keras.layers.LayerNormalization(epsilon=EPS, name="norm")
