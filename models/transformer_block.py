@@ -67,6 +67,17 @@ class TapasSelfAttention(tf_keras.layers.MultiHeadAttention):
         return context, probabilities
 
 
+def _built(layer: tf_keras.layers.Layer, width: int) -> tf_keras.layers.Layer:
+    """`layer`, built for inputs <[batch, seq_len, width]> if it was not: the fused path reads its
+    weights without calling it. Built where its first call would build it, in the parent's call
+    order and the layer's name scope, so the weights' names, their order and (from a seed) their
+    initial values are the parent block's."""
+    if not layer.built:
+        with tf.name_scope(layer.name):
+            layer.build(tf.TensorShape([None, None, width]))
+    return layer
+
+
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")
 class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
     """`TransformerEncoderBlock` with `BitDropout`; arguments and call as the parent's.
@@ -96,14 +107,6 @@ class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
                 adopt(norm, TapasLayerNorm)
         if type(self._intermediate_activation_layer) is tf_keras.layers.Activation:
             adopt(self._intermediate_activation_layer, TapasActivation)
-        # The fused training path reads these layers' weights without calling them: they are built
-        # here, in their own name scopes, as their first call would build them.
-        width = input_shape[0][-1] if isinstance(input_shape, (list, tuple)) else input_shape[-1]
-        for layer, inner in ((self._attention_layer_norm, False), (self._intermediate_dense, False),
-                             (self._output_dense, True), (self._output_layer_norm, False)):
-            if not layer.built:
-                with tf.name_scope(layer.name):
-                    layer.build(tf.TensorShape([None, None, self._inner_dim if inner else width]))
 
     def _fused_gelu(self):
         """True (tanh) or False (exact) for a GELU the fused path computes, None for another activation."""
@@ -127,14 +130,18 @@ class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
         # where each of them would cast its own copy.
         source = tf.cast(hidden, self._attention_layer.compute_dtype)
         attended = self._attention_layer(query=source, key=source, value=source, attention_mask=attention_mask)
-        attended = self._residual_norm(attended, hidden, self._attention_layer_norm, self._attention_dropout)
-        compute_dtype = self._intermediate_dense.compute_dtype
-        inner = tf.einsum(self._intermediate_dense.equation, tf.cast(attended, compute_dtype),
-                          tf.cast(self._intermediate_dense.kernel, compute_dtype))
-        inner = fused.bias_gelu(inner, self._intermediate_dense.bias, approximate=self._fused_gelu())
-        output = tf.einsum(self._output_dense.equation, inner, tf.cast(self._output_dense.kernel, compute_dtype))
-        return self._residual_norm(output, attended, self._output_layer_norm, self._output_dropout,
-                                   bias=self._output_dense.bias)
+        width = hidden.shape[-1]
+        attended = self._residual_norm(attended, hidden, _built(self._attention_layer_norm, width),
+                                       self._attention_dropout)
+        intermediate = _built(self._intermediate_dense, width)
+        compute_dtype = intermediate.compute_dtype
+        inner = tf.einsum(intermediate.equation, tf.cast(attended, compute_dtype),
+                          tf.cast(intermediate.kernel, compute_dtype))
+        inner = fused.bias_gelu(inner, intermediate.bias, approximate=self._fused_gelu())
+        output_dense = _built(self._output_dense, self._inner_dim)
+        output = tf.einsum(output_dense.equation, inner, tf.cast(output_dense.kernel, compute_dtype))
+        return self._residual_norm(output, attended, _built(self._output_layer_norm, width), self._output_dropout,
+                                   bias=output_dense.bias)
 
     @staticmethod
     def _residual_norm(x, residual, norm: TapasLayerNorm, dropout: BitDropout, bias=None):

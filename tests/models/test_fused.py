@@ -202,12 +202,16 @@ def test_the_blocks_fused_training_path_is_its_unfused_one_without_dropout(use_f
     _assert_close(fused_values, unfused_values, 5e-5)
 
 
-def test_the_block_builds_its_weights_with_the_parents_names_and_order():
+def test_the_block_builds_its_weights_with_the_parents_names_order_and_seeded_values():
+    tf_keras.utils.set_random_seed(3)
     ours = TapasTransformerBlock(output_dropout=0.1, attention_dropout=0.1, **BLOCK_ARGS)
-    theirs = nlp_layers.TransformerEncoderBlock(output_dropout=0.1, attention_dropout=0.1, **BLOCK_ARGS)
     ours(_block_inputs(), training=True)  # The first call is a training one: the fused path.
+    tf_keras.utils.set_random_seed(3)
+    theirs = nlp_layers.TransformerEncoderBlock(output_dropout=0.1, attention_dropout=0.1, **BLOCK_ARGS)
     theirs(_block_inputs())
     assert [(v.name, v.shape) for v in ours.weights] == [(v.name, v.shape) for v in theirs.weights]
+    for mine, parents in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_array_equal(mine, parents)
 
 
 def test_the_blocks_training_path_drops_and_trains():
