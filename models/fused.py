@@ -26,9 +26,10 @@ length compiles a kernel at serving time. Training compiles each kernel once per
 bucketed run: once per bucket length).
 """
 
+import contextlib
 import functools
 import math
-from typing import Callable, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -39,6 +40,33 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _TANH_CUBIC = 0.044715
+
+
+_enabled = True
+
+
+def enabled() -> bool:
+    """Whether training calls traced from now on use the fused kernels (the default; the trainer
+    decides per run, `tapas_tf.training.fused_choice`)."""
+    return _enabled
+
+
+def set_enabled(value: bool) -> None:
+    """Turns the fused kernels on or off for training calls traced from now on (a traced step keeps
+    what it was traced with)."""
+    global _enabled
+    _enabled = bool(value)
+
+
+@contextlib.contextmanager
+def enabled_scope(value: bool) -> Iterator[None]:
+    """`set_enabled(value)` inside the block, the previous setting after it."""
+    previous = enabled()
+    set_enabled(value)
+    try:
+        yield
+    finally:
+        set_enabled(previous)
 
 
 def _moments(x: tf.Tensor, epsilon: float) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -352,7 +380,7 @@ class TapasLayerNorm(tf_keras.layers.LayerNormalization):
                 and self.center and self.scale and not isinstance(inputs, tf.RaggedTensor))
 
     def call(self, inputs, training=None):
-        if training is True and self._fusable(inputs):
+        if training is True and enabled() and self._fusable(inputs):
             return layer_norm(inputs, self.gamma, self.beta, self.epsilon, self.compute_dtype)
         return super().call(inputs)
 
@@ -371,6 +399,6 @@ class TapasActivation(tf_keras.layers.Activation):
 
     def call(self, inputs, training=None):
         name = getattr(self.activation, "__name__", "")
-        if training is True and name in self._FUSED:
+        if training is True and enabled() and name in self._FUSED:
             return gelu(inputs, approximate=self._FUSED[name])
         return super().call(tf.cast(inputs, self.compute_dtype))

@@ -41,7 +41,7 @@ class TapasSelfAttention(tf_keras.layers.MultiHeadAttention):
         returns (context <[B, T, N, value_dim]>, probabilities <[B, N, T, S]>)."""
         query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
         scores = tf.einsum(self._dot_product_equation, key, query)
-        if training is True:
+        if training is True and fused.enabled():
             return self._training_attention(scores, value, attention_mask)
         probabilities = self._masked_softmax(scores, attention_mask)
         dropped, scale = self._dropout_layer.call_unscaled(probabilities, training=training)
@@ -123,7 +123,7 @@ class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
                 and isinstance(self._output_layer_norm, TapasLayerNorm))
 
     def call(self, inputs, output_range=None, training=None):
-        if training is not True or not self._fuses(inputs, output_range):
+        if training is not True or not fused.enabled() or not self._fuses(inputs, output_range):
             return super().call(inputs, output_range=output_range)
         hidden, attention_mask = inputs
         # One cast of the (float32 under a mixed policy) hidden states for the three projections,

@@ -56,6 +56,9 @@ class TrainConfig:
         split into this many parts whose gradients are summed (same result, less memory).
       use_xla: compile the forward and backward pass with XLA (`jit_compile=True`); None
         chooses at start-up (`tapas_tf.training.xla_choice`).
+      fused_kernels: layer norms, GELU and the transformer's sublayer ends as fused XLA kernels in
+        training (`models/fused.py`); None chooses at start-up from a layer's size
+        (`tapas_tf.training.fused_choice`).
       precision: "float32" or "bfloat16" (Keras mixed_bfloat16: the encoder computes in bfloat16,
         variables and heads stay float32); None chooses at start-up from the machine
         (`tapas_tf.training.precision`).
@@ -96,6 +99,10 @@ class TrainConfig:
     use_xla: Optional[bool] = option(None, "Compile the training step with XLA; default: on with GPUs, and on a "
                                             "CPU measured at start-up for runs of 1,000 steps or more "
                                             "(train/xla_choice.json).")
+    fused_kernels: Optional[bool] = option(None, "Layer norms, GELU and the transformer's sublayer ends as fused XLA "
+                                                  "kernels in training; default: on when a replica's layer holds "
+                                                  ">= 131,072 values (batch x max_seq_length x hidden) and the step "
+                                                  "is not XLA already (train/fused_kernels.json).")
     precision: Optional[str] = option(None, "Training precision; default: bfloat16 on TPUs and on CPUs with "
                                              "avx512_bf16 or amx_bf16 (the encoder computes in bfloat16, variables "
                                              "stay float32), else float32.", choices=("float32", "bfloat16"))

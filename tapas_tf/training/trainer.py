@@ -47,9 +47,11 @@ from official.modeling.optimization import optimizer_factory  # noqa: E402
 from official.modeling.optimization.configs import optimization_config  # noqa: E402
 
 from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
+from tapas_tf.models import fused  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.training import distribution, input_pipeline, precision, recovery  # noqa: E402
 from tapas_tf.training.config import TrainConfig, config_differences  # noqa: E402
+from tapas_tf.training.fused_choice import choose_fused_kernels  # noqa: E402
 from tapas_tf.training.initialization import (  # noqa: E402,F401
     # Where the weights start; initialize_from and the rest stay importable from here.
     INIT_REPORT_FILE,
@@ -83,6 +85,7 @@ MASKED_LM_LOSS_TERMS = {"total_loss": "total_loss", "mlm_loss": "mlm_loss"}
 TRAIN_DIR = "train"
 TRAIN_CONFIG_FILE = "train_config.json"
 XLA_CHOICE_FILE = "xla_choice.json"
+FUSED_KERNELS_FILE = "fused_kernels.json"
 PRECISION_FILE = "precision.json"
 # BERT's choice: no weight decay on LayerNorm scales and offsets or on biases (regexes on names).
 NO_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -257,6 +260,8 @@ def _train(model_config: TapasConfig, train_config: TrainConfig, model_dir: str,
         return TrainResult(start, model, {})
 
     train_config = _resolve_xla(train_config, model, strategy, replica_batch, start, model_dir if chief else None)
+    train_config = _resolve_fused_kernels(train_config, model_config, strategy, replica_batch,
+                                          model_dir if chief else None)
     # The other workers save too, where nobody reads: with several workers, saving may take part in
     # collectives (TensorFlow's multi-worker guide), and a worker that skipped it would hang them.
     save_dir = model_dir_lib.checkpoint_dir(model_dir) if chief else tempfile.mkdtemp(prefix="tapas_worker_")
@@ -269,8 +274,9 @@ def _train(model_config: TapasConfig, train_config: TrainConfig, model_dir: str,
     train_step = _make_train_step(model, optimizer, schedule, step, strategy, train_config)
     loop = TrainProgress(train_config, start, chief, os.path.join(model_dir, TRAIN_DIR))
     try:
-        stopped_by = _train_loop(train_step, iterator, loop, manager, strategy, train_config, model_dir,
-                                 on_step_end, stop)
+        with fused.enabled_scope(train_config.fused_kernels):  # The step is traced on its first call.
+            stopped_by = _train_loop(train_step, iterator, loop, manager, strategy, train_config, model_dir,
+                                     on_step_end, stop)
     finally:
         loop.close()
         if not chief:
@@ -366,6 +372,18 @@ def _resolve_xla(config: TrainConfig, model: tf_keras.Model, strategy: tf.distri
     if model_dir is not None:
         _write_run_record(model_dir, XLA_CHOICE_FILE, choice.to_dict())
     return dataclasses.replace(config, use_xla=choice.use_xla)
+
+
+def _resolve_fused_kernels(config: TrainConfig, model_config: TapasConfig, strategy: tf.distribute.Strategy,
+                           replica_batch: int, model_dir: Optional[str]) -> TrainConfig:
+    """`config` with `fused_kernels` decided (see `tapas_tf.training.fused_choice`), written to
+    MODEL_DIR/train/fused_kernels.json (when `model_dir` is given) and logged."""
+    choice = choose_fused_kernels(config.fused_kernels, replica_batch, config.max_seq_length,
+                                  model_config.hidden_size, bool(config.use_xla), distribution.uses_tpu(strategy))
+    logging.info("Fused kernels %s: %s", "on" if choice.enabled else "off", choice.reason)
+    if model_dir is not None:
+        _write_run_record(model_dir, FUSED_KERNELS_FILE, choice.to_dict())
+    return dataclasses.replace(config, fused_kernels=choice.enabled)
 
 
 def _resolve_precision(config: TrainConfig, strategy: tf.distribute.Strategy,

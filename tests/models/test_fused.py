@@ -16,6 +16,13 @@ from tapas_tf.models.transformer_block import TapasTransformerBlock
 EPS = 1e-12
 
 
+@pytest.fixture(autouse=True)
+def fused_on():
+    """The kernels on, whatever a run traced before in this process chose."""
+    with fused.enabled_scope(True):
+        yield
+
+
 def _normal(shape, seed, dtype=tf.float32):
     return tf.cast(tf.random.stateless_normal(shape, seed=[seed, 7]), dtype)
 
