@@ -148,7 +148,10 @@ def _make_optimizer(total_steps: int):
 
 def make_train_step(model, optimizer, jit_compile: bool) -> Callable:
     """One tf.function: forward (training mode), the total loss's gradient, an optimiser step;
-    returns the loss. The gradients go to the optimiser as the trainer's do (`dense_gradients`)."""
+    returns the loss. The gradients go to the optimiser as the trainer's do (`dense_gradients`),
+    and the fused kernels are used as the trainer chooses for these sizes: not in a step that XLA
+    compiles whole."""
+    from tapas_tf.models import fused
     from tapas_tf.training.trainer import dense_gradients
 
     variables = model.trainable_variables
@@ -161,7 +164,11 @@ def make_train_step(model, optimizer, jit_compile: bool) -> Callable:
         optimizer.apply_gradients(zip(gradients, variables))
         return loss
 
-    return train_step
+    def step(batch):
+        with fused.enabled_scope(not jit_compile):  # Read when the step is traced, on its first call.
+            return train_step(batch)
+
+    return step
 
 
 def bench_train(size: str, batch_size: int, seq_len: int, warmup: int, steps: int, jit_compile: bool,
