@@ -6,9 +6,9 @@ size of a layer's activations.
     choice.enabled, choice.reason    # True, "4,194,304 values a layer (32 x 512 x 256) >= 131,072"
 
 The kernels replace layer normalisation, GELU and the sublayer ends of the transformer with one
-XLA kernel each way. On a CPU they pay where a layer's activations are large: SQA's batches of 32
-trained tiny 1.11x and mini 1.12x faster in float32, and 1.32x and 1.38x in bfloat16
-(docs/RESULTS.md). Each kernel compiles once per input shape, and each call costs a launch, so on
+XLA kernel each way. On a CPU they pay where a layer's activations are large: on an AMX Xeon,
+SQA's batches of 32 trained tiny 1.11-1.21x and mini 1.07-1.08x faster in float32, and 1.32-1.34x
+and 1.34-1.39x in bfloat16 (docs/RESULTS.md). Each kernel compiles once per input shape, and each call costs a launch, so on
 a test-sized model (batch 2 x 16 tokens x 16 wide) a step of one block took 4.2 ms fused against
 2.8 ms, and the first step of each new length about 0.5 s more. Below `MIN_VALUES` values a layer
 (batch x max_seq_length x hidden_size, per replica) the run keeps Keras's ops. A run whose whole
