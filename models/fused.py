@@ -20,7 +20,8 @@ XLA's CPU back end does not match.
 The arithmetic is the layers' own, in float32: the mean and variance of the last axis,
 (x - mean) * rsqrt(variance + epsilon) * gamma + beta, and x * Phi(x) (or its tanh form) for GELU;
 the tests compare values and gradients with the unfused ops. `TapasLayerNorm`, `TapasActivation` and
-`models.transformer_block` use the kernels in training (`training=True`) only; in inference they
+`models.transformer_block` use the kernels in training (`training=True`) only, when `enabled()`
+(the trainer's choice; `enabled_scope(True)` for a loop of one's own); in inference they
 are Keras's layers, so a SavedModel, a LiteRT model and every answer are unchanged, and no input
 length compiles a kernel at serving time. Training compiles each kernel once per input shape (a
 bucketed run: once per bucket length).
@@ -42,12 +43,14 @@ _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _TANH_CUBIC = 0.044715
 
 
-_enabled = True
+# Off until a caller turns it on: the trainer decides per run (`tapas_tf.training.fused_choice`),
+# since for small models compiling the kernels costs more than they save.
+_enabled = False
 
 
 def enabled() -> bool:
-    """Whether training calls traced from now on use the fused kernels (the default; the trainer
-    decides per run, `tapas_tf.training.fused_choice`)."""
+    """Whether training calls traced from now on use the fused kernels (off by default; the
+    trainer sets it for its steps, `tapas_tf.training.fused_choice`)."""
     return _enabled
 
 

@@ -38,7 +38,7 @@ def test_fused_and_unfused_runs_train_to_the_same_losses(data, tmp_path, monkeyp
     traced = []
     kernel = fused.residual_layer_norm
     monkeypatch.setattr(fused, "residual_layer_norm", lambda *a, **k: traced.append(1) or kernel(*a, **k))
-    runs = {}
+    runs, before = {}, fused.enabled()
     for choice in (True, False):
         traced.clear()
         model_dir = str(tmp_path / str(choice))
@@ -53,7 +53,7 @@ def test_fused_and_unfused_runs_train_to_the_same_losses(data, tmp_path, monkeyp
         assert bool(traced) == choice  # Two blocks, two sublayer ends each, when on.
     assert len(runs[True]) == 8
     np.testing.assert_allclose(runs[True], runs[False], rtol=rtol)
-    assert fused.enabled()  # The run's choice held for its own steps only.
+    assert fused.enabled() == before  # The run's choice held for its own steps only.
 
 
 def test_a_test_sized_run_chooses_kerass_ops_and_says_why(data, tmp_path):
