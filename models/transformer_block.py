@@ -42,16 +42,17 @@ class TapasSelfAttention(tf_keras.layers.MultiHeadAttention):
         query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
         scores = tf.einsum(self._dot_product_equation, key, query)
         if training is True and fused.enabled():
-            return self._training_attention(scores, value, attention_mask)
-        probabilities = self._masked_softmax(scores, attention_mask)
-        dropped, scale = self._dropout_layer.call_unscaled(probabilities, training=training)
+            dropped, probabilities, scale = self._fused_softmax(scores, attention_mask)
+        else:
+            probabilities = self._masked_softmax(scores, attention_mask)
+            dropped, scale = self._dropout_layer.call_unscaled(probabilities, training=training)
         context = tf.einsum(self._combine_equation, dropped, value)
         return (context if scale is None else context * scale), probabilities
 
-    def _training_attention(self, scores, value, attention_mask):
-        """Training: Keras's masked scores, then `fused.dropped_softmax` (the softmax, the dropout's
-        AND, and the backward pass as one fused kernel). The probabilities returned carry no
-        gradient."""
+    def _fused_softmax(self, scores, attention_mask):
+        """Training: Keras's masked scores, then `fused.dropped_softmax` (the softmax and the
+        dropout's AND; the backward pass one fused kernel). Returns what `call_unscaled` would: the
+        dropped probabilities, the probabilities (which carry no gradient here) and the scale."""
         if attention_mask is not None:
             for _ in range(scores.shape.rank - attention_mask.shape.rank):
                 attention_mask = tf.expand_dims(attention_mask, axis=-len(self._attention_axes) * 2 - 1)
@@ -61,10 +62,8 @@ class TapasSelfAttention(tf_keras.layers.MultiHeadAttention):
         dropout = self._dropout_layer
         keep = dropout.draw_keep(tf.shape(scores)) if dropout.rate else None
         dropped, probabilities = fused.dropped_softmax(scores, keep)
-        context = tf.einsum(self._combine_equation, dropped, value)
-        if keep is not None:
-            context *= tf.cast(1.0 / (1.0 - dropout.rate), context.dtype)
-        return context, probabilities
+        scale = None if keep is None else tf.cast(1.0 / (1.0 - dropout.rate), scores.dtype)
+        return dropped, probabilities, scale
 
 
 def _built(layer: tf_keras.layers.Layer, width: int) -> tf_keras.layers.Layer:

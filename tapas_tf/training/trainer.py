@@ -450,8 +450,9 @@ def dense_gradients(gradients: Sequence[Optional[Union[tf.Tensor, tf.IndexedSlic
 
     Adam's update of a sparse gradient still decays every row of its two moments, but through a
     de-duplicating segment sum, scatter-adds and six passes over the table's moments and weights; one
-    summation into the dense gradient and Adam's fused kernel (one pass) compute the same update in
-    a third of the time (96 -> 30 ms of a mini step, whose word table has 7.8M weights). The global
+    summation into the dense gradient and Adam's fused kernel (one pass) compute the same update
+    faster (a mini bfloat16 step at 256 tokens: 97 ms of optimiser ops before, 42 ms after plus 33 ms
+    of segment sums summing the embedding tables' gradients; its word table has 7.8M weights). The global
     norm of the dense gradient is the true one: a sparse gradient's repeated rows would count
     apart."""
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients]
