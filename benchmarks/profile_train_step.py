@@ -14,10 +14,13 @@ on the host is put in one kind of work by its op type and name scope:
   softmax               attention and head softmaxes
   layer norm            layer normalisation (fused or as its mean/variance ops)
   activation            GELU and its gradient
-  embedding gathers     the embedding look-ups and their gradients (scatter-adds)
+  embedding gathers     the embedding look-ups and their gradients (scatter-adds, and the sums of
+                        the tables' sparse gradients into dense ones before the optimizer)
   segmented reductions  TAPAS's per-cell/per-column reductions (unsorted segment ops)
   optimizer             AdamW's variable updates
   casts                 dtype casts (bfloat16 <-> float32 under the mixed policy)
+  fused kernels         the XLA kernels of `models/fused.py` (layer norms, bias + GELU, sublayer
+                        ends, the softmax's backward pass), each one call of a compiled function
   element-wise, other   the rest
 
 Each kind is split into forward and backward (name scope `gradients` / `gradient_tape`). The
@@ -56,8 +59,12 @@ from machine import machine, machine_line  # noqa: E402
 
 KINDS = (
     "attention products", "dense products", "softmax", "layer norm", "activation", "embedding gathers",
-    "segmented reductions", "optimizer", "casts", "element-wise, other",
+    "segmented reductions", "optimizer", "casts", "fused kernels", "element-wise, other",
 )
+# A compiled function (`tf.function(jit_compile=True)`) runs as an asynchronous op of these types;
+# the profiler names its op in the stats of the executor's "ExecutorState::ProcessAsync::Start"
+# span, whose length is the kernel's run, not in the "name:Type" label of a synchronous op.
+_COMPILED_CALL_TYPES = ("PartitionedCall", "StatefulPartitionedCall", "XlaLaunch", "_XlaRun")
 
 _MATMUL = re.compile(r"MatMul|Einsum", re.IGNORECASE)
 # The two products of self-attention (scores and context) are the attention layer's own einsums;
@@ -72,6 +79,8 @@ def kind_of(op_name: str, op_type: str) -> str:
     name = op_name.lower()
     kind_type = op_type.lower().lstrip("_")
     kind_type = kind_type[len("mkl"):] if kind_type.startswith("mkl") else kind_type
+    if op_type in _COMPILED_CALL_TYPES:
+        return "fused kernels"
     if "adamweightdecay" in name or "optimizer" in name or kind_type.startswith("resourceapply"):
         return "optimizer"
     if _MATMUL.search(op_type):
@@ -82,6 +91,10 @@ def kind_of(op_name: str, op_type: str) -> str:
         return "layer norm"
     if "gelu" in name or kind_type in ("erf", "erfc", "tanh"):
         return "activation"
+    if "segment" in kind_type and "/" not in op_name:
+        # Outside the model's scopes: the train step summing an embedding table's sparse gradient
+        # into a dense one (`trainer.dense_gradients`).
+        return "embedding gathers"
     if "segment" in kind_type and "embedding" not in name:
         return "segmented reductions"
     if "embedding" in name and ("gather" in kind_type or "scatter" in kind_type or "segment" in kind_type):
@@ -91,13 +104,28 @@ def kind_of(op_name: str, op_type: str) -> str:
     return "element-wise, other"
 
 
-def is_backward(op_name: str) -> bool:
+def is_backward(op_name: str, op_type: str = "") -> bool:
+    """Whether an op belongs to the backward pass. A fused kernel's gradient is a compiled call
+    the tape makes outside every name scope ("PartitionedCall_7"), its forward call is inside
+    the layer's ("encoder/layer_0/PartitionedCall")."""
     name = op_name.lower()
+    if op_type in _COMPILED_CALL_TYPES and "/" not in op_name:
+        return True
     return "gradients" in name or "gradient_tape" in name or name.startswith("grad")
 
 
+def _event_stats(plane, event) -> Dict[str, object]:
+    """An event's stats by name; a reference to a string is resolved to the string."""
+    stats = {}
+    for stat in event.stats:
+        key = plane.stat_metadata[stat.metadata_id].name
+        stats[key] = plane.stat_metadata[stat.ref_value].name if stat.ref_value else (stat.str_value or stat.int64_value)
+    return stats
+
+
 def op_events(xspace_path: str) -> Iterable[Tuple[str, str, float]]:
-    """(op name, op type, duration in ms) of every TensorFlow op event of the host plane."""
+    """(op name, op type, duration in ms) of every TensorFlow op event of the host plane, the
+    compiled calls (the fused kernels) included."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -111,6 +139,11 @@ def op_events(xspace_path: str) -> Iterable[Tuple[str, str, float]]:
                 continue
             for event in line.events:
                 label = plane.event_metadata[event.metadata_id].name
+                if label == "ExecutorState::ProcessAsync::Start":
+                    stats = _event_stats(plane, event)
+                    if stats.get("kernel_type") in _COMPILED_CALL_TYPES:
+                        yield str(stats.get("name", "")), str(stats["kernel_type"]), event.duration_ps / 1e9
+                    continue
                 # The executor names an op's event "name:Type" (".../self_attention/einsum/Einsum:_MklEinsum");
                 # its own spans ("ExecutorState::Process", "ParallelFor") wrap them and are not counted.
                 if "::" in label or ":" not in label:
@@ -127,7 +160,7 @@ def summarise(events: Iterable[Tuple[str, str, float]], steps: int) -> Dict:
     by_type: Dict[str, float] = collections.Counter()
     total = 0.0
     for op_name, op_type, ms in events:
-        direction = "backward" if is_backward(op_name) else "forward"
+        direction = "backward" if is_backward(op_name, op_type) else "forward"
         by_kind[kind_of(op_name, op_type)][direction] += ms / steps
         by_type[op_type] += ms / steps
         total += ms / steps
