@@ -34,9 +34,10 @@ TRAIN_PRESET_FIELDS = ("train_steps", "learning_rate", "warmup_ratio", "train_ba
                        "max_seq_length", "reset_cell_selection_weights")
 # Masked positions per pre-training example, as the pre-training data job writes them by default.
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
-# Length buckets of training batches: SQA examples have 247 real tokens on average; padding them
-# all to 512 spends 40% of the tokens these buckets touch (docs in input_pipeline.make_dataset).
-DEFAULT_BUCKET_LENGTHS = (128, 256, 384, 512)
+# Length buckets of training batches, every 64 tokens: SQA's training examples have 247 real tokens
+# on average and are padded to 278 on average in these buckets (307 in buckets every 128, 512 with
+# none); mini trained 1.11-1.12x faster than with buckets every 128 (docs in input_pipeline.make_dataset).
+DEFAULT_BUCKET_LENGTHS = tuple(range(64, 513, 64))
 
 
 @dataclasses.dataclass(frozen=True)

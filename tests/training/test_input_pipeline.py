@@ -24,6 +24,8 @@ import tensorflow as tf  # noqa: E402
 
 from tapas_tf.features import example_features  # noqa: E402
 from tapas_tf.training import input_pipeline  # noqa: E402
+from tapas_tf.tasks import Task  # noqa: E402
+from tapas_tf.training.config import DEFAULT_BUCKET_LENGTHS, train_config_for_task  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
 
 SEQ = 64
@@ -193,6 +195,14 @@ def test_batch_size_must_be_positive(fixture):
     path, _ = fixture
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         input_pipeline.make_dataset(path, SEQ, batch_size=0, training=True)
+
+
+def test_default_buckets_are_every_64_tokens_up_to_the_sequence_length():
+    assert train_config_for_task(Task.SQA, "train.tfrecord").bucket_lengths == DEFAULT_BUCKET_LENGTHS
+    assert input_pipeline.effective_buckets(DEFAULT_BUCKET_LENGTHS, 512) == (64, 128, 192, 256, 320, 384, 448, 512)
+    assert input_pipeline.effective_buckets(DEFAULT_BUCKET_LENGTHS, 128) == (64, 128)
+    assert input_pipeline.effective_buckets(DEFAULT_BUCKET_LENGTHS, 100) == (64, 100)  # The longest fit too.
+    assert input_pipeline.effective_buckets(DEFAULT_BUCKET_LENGTHS, 64) == (64,)
 
 
 def test_length_buckets_group_examples_and_cut_only_token_features(fixture):
