@@ -54,7 +54,7 @@ _CHILD = textwrap.dedent("""
         Task.SQA, train_file, train_steps=max(steps, 2000), train_batch_size=batch, learning_rate=1e-4, warmup_ratio=0.1,
         precision=precision, use_xla={"auto": None, "on": True, "off": False}[use_xla],
         fused_kernels={"auto": None, "on": True, "off": False}[fused], seed=1,
-        **({} if buckets == "default" else {"bucket_lengths": tuple(int(b) for b in buckets.split("/") if b)}),
+        **({} if buckets == "default" else {"bucket_lengths": tuple(int(b) for b in buckets.split(",") if b)}),
         save_checkpoints_steps=10**6, log_steps=10**6, show_progress=False, init_checkpoint=init)
     stamps = []
 
@@ -104,8 +104,8 @@ def main(argv=None) -> int:
                         help="auto: the trainer's start-up choice (on for layers of at least 131,072 values "
                              "when the step is not XLA); on/off force it, to measure what it chooses.")
     parser.add_argument("--bucket_lengths", default="default",
-                        help="Length buckets as 128/256/384/512 (empty: every batch max_seq_length long); "
-                             "default: the trainer's.")
+                        help="Length buckets, comma-separated as the trainer's flag takes them (128,256,384,512; "
+                             "empty: every batch max_seq_length long); default: the trainer's.")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5, help="Steps left out of the speed (tracing, buckets).")
     args = parser.parse_args(argv)
