@@ -33,7 +33,7 @@ from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines import (
     classifier_data, one_file, progress, reports, runners, task_files)
 from tapas_tf.task_registry import TaskSpec, get_task, tasks_for
-from tapas_tf.tasks import Split, Task
+from tapas_tf.task_registry.presets import Split, Task
 
 REPORT_FILE = reports.REPORT_FILE
 AnyTask = Union[str, Task, TaskSpec]

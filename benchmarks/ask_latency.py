@@ -300,7 +300,7 @@ def _write_independent_model_dir(size: str, model_dir: str, vocab_file: str, see
     from tapas_tf.checkpoints.importer import VOCAB_FILE, write_model_dir
     from tapas_tf.models.config import TapasConfig
     from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features
-    from tapas_tf.tasks import Task
+    from tapas_tf.task_registry.presets import Task
     from tapas_tf.training.config import model_config_for_task
 
     tf_keras.utils.set_random_seed(seed)
@@ -327,7 +327,7 @@ def _write_independent_model_dir(size: str, model_dir: str, vocab_file: str, see
 def _check_config(size: str, model_dir: str) -> None:
     from tapas_tf.checkpoints import model_dir as model_dir_lib
     from tapas_tf.models.config import TapasConfig
-    from tapas_tf.tasks import Task
+    from tapas_tf.task_registry.presets import Task
     from tapas_tf.training.config import config_differences, model_config_for_task
 
     expected = model_config_for_task(Task.WTQ, TapasConfig.from_preset(size))

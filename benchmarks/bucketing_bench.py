@@ -20,7 +20,7 @@ import tensorflow as tf  # noqa: E402
 
 from tapas_tf.features import example_features  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
-from tapas_tf.tasks import Task  # noqa: E402
+from tapas_tf.task_registry.presets import Task  # noqa: E402
 from tapas_tf.training import distribution, trainer as training  # noqa: E402
 from tapas_tf.training.config import model_config_for_task, train_config_for_task  # noqa: E402
 

@@ -56,7 +56,7 @@ from transformers import TapasConfig, TapasForQuestionAnswering, TapasTokenizer,
 # Layers, hidden size; heads = hidden / 64, intermediate = 4 * hidden (the project's presets).
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
 
-# tapas_tf.tasks.PRESETS[Task.WTQ]: the head and loss options of the paper's WTQ fine-tuning.
+# tapas_tf.task_registry.presets.PRESETS[Task.WTQ]: the head and loss options of the paper's WTQ fine-tuning.
 WTQ_OPTIONS = dict(
     num_aggregation_labels=4,
     use_answer_as_supervision=True,

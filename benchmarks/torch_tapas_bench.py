@@ -46,7 +46,7 @@ SIZES = {
 }
 DEFAULT_BATCH = {"tiny": 32, "mini": 32, "small": 32, "medium": 16, "base": 8, "large": 4}
 
-# WTQ fine-tuning hyper-parameters of the paper (tapas_tf/tasks.py), so every loss branch runs.
+# WTQ fine-tuning hyper-parameters of the paper (tapas_tf/task_registry/presets.py), so every loss branch runs.
 WTQ_LOSS = dict(
     num_aggregation_labels=4,
     use_answer_as_supervision=True,

@@ -33,7 +33,7 @@ _CHILD = textwrap.dedent("""
     train_file, model, batch, precision, use_xla, fused, buckets, steps, warmup = sys.argv[1:]
     batch, steps, warmup = int(batch), int(steps), int(warmup)
     from tapas_tf.models.config import TapasConfig
-    from tapas_tf.tasks import Task
+    from tapas_tf.task_registry.presets import Task
     from tapas_tf.training import trainer
     from tapas_tf.training.config import model_config_for_task, train_config_for_task
     work = tempfile.mkdtemp(prefix="train_memory_")

@@ -52,7 +52,7 @@ _EXPORTS = {
     "TapasConfig": "tapas_tf.models.config:TapasConfig",
     "load_model": "tapas_tf.checkpoints.model_dir:load_model",
     # tasks, prediction
-    "Task": "tapas_tf.tasks:Task",
+    "Task": "tapas_tf.task_registry.presets:Task",
     "predict_model_dir": "tapas_tf.inference.sequential:predict_model_dir",
     "TableQA": "tapas_tf.qa.table_qa:TableQA",
     "TableFactChecker": "tapas_tf.qa.fact_checker:TableFactChecker",

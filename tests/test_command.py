@@ -160,8 +160,10 @@ def test_tensorflow_is_quieted_before_the_subcommand_loads(monkeypatch, name):
     monkeypatch.delenv(cli.TF_LOG_LEVEL_ENV, raising=False)
     monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
     seen = []
+    from tapas_tf.cli import runner as command_runner
+
     for runner in ("_run_command", "_run_mode"):
-        monkeypatch.setattr(dispatch, runner, lambda sub, prog, rest: seen.append(
+        monkeypatch.setattr(command_runner, runner, lambda sub, prog, rest: seen.append(
             (prog, rest, os.environ.get(cli.TF_LOG_LEVEL_ENV))) or 0)
     assert dispatch.main(["tapas-tf", name, "--x=1"]) == 0
     assert seen == [(f"tapas-tf {name}", ["--x=1"], cli.QUIET_TF_LOG_LEVEL)]

@@ -35,31 +35,31 @@ ALLOWED = {
     "wikipedia": {"data"},
     "features": {"data", "config_fields"},
     "models": {"features.example_features"},
-    "checkpoints": {"models", "tasks"},
-    "pipelines": {"data", "wikipedia", "features", "tasks", "cli"},
-    "training": {"features", "models", "checkpoints", "tasks", "config_fields"},
-    "inference": {"data", "features", "models", "checkpoints", "tasks", "config_fields"},  # Batch prediction and metrics.
-    "qa": {"data", "features", "models", "checkpoints", "tasks", "inference"},  # The ask API on pandas tables.
-    "serving": {"data", "features", "models", "checkpoints", "tasks", "inference", "qa"},  # Export, web page.
-    "tasks": set(),
+    "checkpoints": {"models", "task_registry.presets"},
+    "pipelines": {"data", "wikipedia", "features", "task_registry.presets", "cli"},
+    "training": {"features", "models", "checkpoints", "task_registry.presets", "config_fields"},
+    "inference": {"data", "features", "models", "checkpoints", "task_registry.presets", "config_fields"},  # Batch
+    # prediction and metrics.
+    "qa": {"data", "features", "models", "checkpoints", "task_registry.presets", "inference"},  # The ask API on pandas tables.
+    "serving": {"data", "features", "models", "checkpoints", "task_registry.presets", "inference", "qa"},  # Export, web page.
     "config_fields": set(),
-    "task_registry": {"data", "features", "tasks"},  # Each task once: reader, preset, evaluation, modes.
+    # Each task once: its preset (presets: the paper's tasks and hyper-parameters), reader, evaluation, modes.
+    "task_registry": {"data", "features"},
     "cli": set(),
-    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "tasks", "task_registry", "cli", "config_fields"},
+    "beam_jobs": {"data", "wikipedia", "features", "pipelines", "task_registry", "cli", "config_fields"},
     # On top: the installed command and the task command line import every room and the root
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
-                 "inference", "qa", "serving", "tasks", "task_registry", "cli", "beam_jobs"},
+                 "inference", "qa", "serving", "task_registry", "cli", "beam_jobs"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
                "qa", "serving",
-               "beam_jobs", "commands", "task_registry"}
-# Root modules beside __init__: the shared task presets, what every command line shares (`cli`:
-# no imports of ours, so the data jobs may use it too), a config's field with its flag's help
-# (`config_fields`: no imports of ours, so the configs of every room may use it), and the aliases `python -m tapas_tf.ask`
-# and `python -m tapas_tf.serve` of commands in `commands/`.
-SHARED_ROOT_MODULES = {"tasks", "cli", "config_fields"}
-ROOT_MODULES = SHARED_ROOT_MODULES | {"ask", "serve"}
+               "beam_jobs", "commands", "task_registry", "cli"}
+# Root modules beside __init__: a config's field with its flag's help (`config_fields`: no imports
+# of ours, so the configs of every room may use it), and the aliases `python -m tapas_tf.ask`,
+# `python -m tapas_tf.serve`, ... of commands in `commands/` (earlier releases' entry points).
+SHARED_ROOT_MODULES = {"config_fields"}
+ROOT_MODULES = SHARED_ROOT_MODULES | {"ask", "serve", "sample_data", "import_checkpoint", "init_from_bert"}
 CLI_MAX_LINES = 60
 
 
@@ -103,8 +103,14 @@ def _is_module(name: str) -> bool:
     return name in MODULES
 
 
+# Modules that the rooms below their own import, so they must import nothing of ours.
+LEAF_MODULES = {"tapas_tf.task_registry.presets"}
+
+
 def _allowed(importer: str, imported: str) -> bool:
     room = _room(importer)
+    if importer in LEAF_MODULES:
+        return False
     if importer == "tapas_tf" or room in ROOT_MODULES - SHARED_ROOT_MODULES:
         return True  # The public API surface and the command lines sit on top.
     if imported == "tapas_tf":
@@ -138,9 +144,13 @@ def test_the_checker_rejects_an_arrow_back_up():
     assert not _allowed("tapas_tf.models.embeddings", "tapas_tf.features.tokenization")
     assert not _allowed("tapas_tf.checkpoints.importer", "tapas_tf.training.trainer")
     assert not _allowed("tapas_tf.training.trainer", "tapas_tf.inference.sequential")
-    assert not _allowed("tapas_tf.tasks", "tapas_tf.data.interaction_io")
+    assert not _allowed("tapas_tf.task_registry.presets", "tapas_tf.data.interaction_io")
+    assert _allowed("tapas_tf.checkpoints.importer", "tapas_tf.task_registry.presets")
+    assert not _allowed("tapas_tf.checkpoints.importer", "tapas_tf.task_registry.registry")
     assert not _allowed("tapas_tf.qa.table_qa", "tapas_tf.commands.run_task")
     assert not _allowed("tapas_tf.cli", "tapas_tf.commands.dispatch")
+    assert not _allowed("tapas_tf.cli.runner", "tapas_tf.commands.run_task")
+    assert not _allowed("tapas_tf.beam_jobs.create_pretrain_data", "tapas_tf.commands.dispatch")
     assert _allowed("tapas_tf.ask", "tapas_tf.commands.dispatch")
     assert not _allowed("tapas_tf.commands.dispatch", "tapas_tf.ask")
     assert _allowed("tapas_tf.models.embeddings", "tapas_tf.features.example_features")
@@ -376,3 +386,40 @@ def test_wheel_has_one_top_level_package(tmp_path):
                  "tapas_tf/serving/web_static/style.css", "tapas_tf/serving/web_static/favicon.svg",
                  "tapas_tf/commands/dispatch.py", "tapas_tf/commands/run_task.py"):
         assert path in names
+
+
+def _architecture_room_table() -> Dict[str, Set[str]]:
+    """The "Which room may import which" table of docs/ARCHITECTURE.md: room -> rooms."""
+    with open(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("| room | may import |"):].split("\n\n", 1)[0].splitlines()[2:]
+    rooms = {}
+    for row in table:
+        room, allowed = [cell.strip() for cell in row.strip("|").split("|")]
+        rooms[room.strip("`")] = set() if allowed == "nothing of ours" else {
+            name.strip(" `") for name in allowed.split(",")}
+    return rooms
+
+
+def test_architecture_page_says_what_the_checker_allows():
+    assert _architecture_room_table() == ALLOWED
+
+
+def test_architecture_page_places_every_room_and_root_module():
+    with open(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), encoding="utf-8") as f:
+        text = f.read()
+    layout = text[text.index("## Layout"):text.index("## Which room")]
+    for package in SUBPACKAGES - {"models", "beam_jobs"}:
+        assert f"tapas_tf/{package}/" in layout, f"docs/ARCHITECTURE.md's layout does not place tapas_tf/{package}/"
+    for module in ROOT_MODULES:
+        assert module in layout, f"docs/ARCHITECTURE.md's layout does not place tapas_tf/{module}.py"
+
+
+def test_at_most_one_module_over_80_lines_at_the_package_root():
+    package_dir = os.path.dirname(tapas_tf.__file__)
+    sizes = {}
+    for name in os.listdir(package_dir):
+        if name.endswith(".py"):
+            with open(os.path.join(package_dir, name), encoding="utf-8") as f:
+                sizes[name] = len(f.readlines())
+    assert len([name for name, lines in sizes.items() if lines > 80]) <= 1, sizes

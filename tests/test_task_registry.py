@@ -15,7 +15,7 @@ import pytest
 from tapas_tf.pipelines.reports import REPORT_FILE
 from tapas_tf.task_registry import registry
 from tapas_tf.task_registry.modules import load_task_module, task_module_arguments
-from tapas_tf.tasks import PRESETS, Split, Task, TaskPreset
+from tapas_tf.task_registry.presets import PRESETS, Split, Task, TaskPreset
 from tests.vocab_fixture import vocab_tokens, write_test_vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,7 +155,7 @@ def test_task_module_arguments_are_found_before_the_flags_are_defined():
 def test_a_module_name_is_found_in_the_working_directory(tmp_path, monkeypatch, clean_registry):
     (tmp_path / "my_dotted_tasks.py").write_text(
         "from tapas_tf.task_registry import TaskSpec, register\n"
-        "from tapas_tf.tasks import PRESETS, Task\n"
+        "from tapas_tf.task_registry.presets import PRESETS, Task\n"
         "register(TaskSpec('DOTTED', PRESETS[Task.PRETRAIN]))\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
@@ -263,7 +263,7 @@ def test_help_lists_a_registered_task_and_the_modes_are_checked(tmp_path):
 def test_a_task_module_that_cannot_load_is_one_line(tmp_path, module, exit_code, message):
     (tmp_path / "broken_tasks.py").write_text("1 / 0\n")
     (tmp_path / "wrong_tasks.py").write_text(
-        "from tapas_tf.task_registry import TaskSpec, register\nfrom tapas_tf.tasks import PRESETS, Task\n"
+        "from tapas_tf.task_registry import TaskSpec, register\nfrom tapas_tf.task_registry.presets import PRESETS, Task\n"
         "register(TaskSpec('SQA', PRESETS[Task.PRETRAIN]))\n")
     env = {**os.environ}
     env.pop("TAPAS_TF_DEBUG", None)

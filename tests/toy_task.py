@@ -13,7 +13,7 @@ from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers.common import ReaderError, read_csv_table, resolve_inside
 from tapas_tf.data.readers.tsv import ReleaseFile, TsvRecord
 from tapas_tf.task_registry import TaskSpec, register
-from tapas_tf.tasks import Split, TaskPreset
+from tapas_tf.task_registry.presets import Split, TaskPreset
 
 
 class ToyFile(ReleaseFile):

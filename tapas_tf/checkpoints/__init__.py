@@ -14,5 +14,5 @@ the TF1 layout}`, e.g. `bert/encoder/layer_0/attention/self/query/kernel`
 <float32>[hidden, hidden]. `tapas_tf.models`' `weight_map()` uses the same
 names, so one strict assignment (`importer.assign_weights`) serves every format.
 
-May import: `tapas_tf.models` and `tapas_tf.tasks` (task presets of imported models).
+May import: `tapas_tf.models` and `tapas_tf.task_registry.presets` (task presets of imported models).
 """

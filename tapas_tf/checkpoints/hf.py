@@ -33,7 +33,7 @@ SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_FILE = "pytorch_model.bin"
 SEQUENCE_CLASSIFICATION = "TapasForSequenceClassification"
 # The head and loss options of an imported TapasForSequenceClassification, whatever its config.json
-# says of the heads it does not have (tapas_tf.tasks.TABFACT_PRESET's): the classifier only.
+# says of the heads it does not have (tapas_tf.task_registry.presets.TABFACT_PRESET's): the classifier only.
 CLASSIFIER_OPTIONS = {"num_aggregation_labels": 0, "disable_per_token_loss": True, "select_one_column": False}
 _CELL_SELECTION_HEAD = ("output_weights", "output_bias")
 

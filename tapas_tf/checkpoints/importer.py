@@ -23,7 +23,7 @@ A table classifier (TabFact: HF's TapasForSequenceClassification, or a TF1 check
 Where the config comes from:
 - `hf`: `config.json` gives every option (`hf.tapas_config_from_hf`).
 - `tf1`: `bert_config.json` gives the encoder; the task options come from `--task`
-  (`tapas_tf.tasks.PRESETS`) and `--model_options`. `reset_position_index_per_cell` must be
+  (`tapas_tf.task_registry.presets.PRESETS`) and `--model_options`. `reset_position_index_per_cell` must be
   given in `--model_options`: the release's name says it (`..._reset`), its files do not.
 `--model_options` (a JSON object of TapasConfig fields) is applied last, for both formats.
 """
@@ -43,7 +43,7 @@ import numpy as np
 
 from tapas_tf.checkpoints import hf, model_dir as model_dir_lib, names, tf1
 from tapas_tf.models.config import TapasConfig
-from tapas_tf.tasks import PRESETS, Task, TaskPreset
+from tapas_tf.task_registry.presets import PRESETS, Task, TaskPreset
 
 FORMATS = ("hf", "tf1")
 TARGETS = ("auto", "qa", "mlm")

@@ -54,7 +54,7 @@ from urllib.parse import quote, urlparse
 
 from tapas_tf.checkpoints import download, hub, importer, model_dir as model_dir_lib
 from tapas_tf.checkpoints.hub import CLASSIFICATION, QUESTION_ANSWERING
-from tapas_tf.tasks import TABFACT_PRESET
+from tapas_tf.task_registry.presets import TABFACT_PRESET
 
 MANIFEST_FILE = "released.json"
 DEFAULT_REVISION = "main"

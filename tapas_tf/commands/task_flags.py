@@ -115,7 +115,7 @@ def define_flags(tasks: Sequence[str], modes: Sequence[str]) -> None:
                       "weights, as the bundled models): write model.tflite.stripped, the copy without the "
                       "weights weights_float16.npz holds; --nolite_share_weights writes the whole model.tflite.")
 
-    # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/tasks.py) ---
+    # --- train (defaults of None take the task's preset: the paper's, in tapas_tf/task_registry/presets.py) ---
     # One flag per TrainConfig field with a help text (training/config.py): a new training option
     # is a field there and nothing here.
     cli.define_config_flags(TrainConfig, __name__, fields=FLAG_FIELDS, none_defaults=TRAIN_PRESET_FIELDS)

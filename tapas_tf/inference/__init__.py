@@ -7,5 +7,5 @@ Holds decoding of per-token probabilities into selected cells and an operator
 metrics. The ask API (`tapas_tf.qa`) and serving (`tapas_tf.serving`) build on it.
 
 May import: `tapas_tf.data`, `tapas_tf.features`, `tapas_tf.models`,
-`tapas_tf.checkpoints` and `tapas_tf.tasks`.
+`tapas_tf.checkpoints` and `tapas_tf.task_registry.presets`.
 """

@@ -10,6 +10,6 @@ run in this process), `progress` shows the items done while a job runs in this p
 `beam_options` checks the arguments meant for Beam against its options. The jobs in
 `beam_jobs/` only parse options and compose these.
 
-May import: `tapas_tf.data`, `tapas_tf.wikipedia`, `tapas_tf.features`, `tapas_tf.tasks`, and
+May import: `tapas_tf.data`, `tapas_tf.wikipedia`, `tapas_tf.features`, `tapas_tf.task_registry.presets`, and
 `tapas_tf.cli` (the command lines' shared flag helpers).
 """

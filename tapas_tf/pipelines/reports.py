@@ -23,7 +23,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines.classifier_data import COUNTER_NAMESPACE
 from tapas_tf.pipelines.task_files import split_paths
-from tapas_tf.tasks import Split
+from tapas_tf.task_registry.presets import Split
 
 REPORT_FILE = "conversion_report.json"
 

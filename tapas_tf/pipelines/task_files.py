@@ -6,7 +6,7 @@ import logging
 import os
 from typing import Dict, List, Optional, Sequence
 
-from tapas_tf.tasks import Split
+from tapas_tf.task_registry.presets import Split
 
 
 def split_paths(output_dir: str, split: str) -> Dict[str, str]:

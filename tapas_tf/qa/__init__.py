@@ -9,5 +9,5 @@ lacks (`question_hints`), and the two model runners: TensorFlow (`tf_runner`) an
 (`lite_model`, no TensorFlow import).
 
 May import: `tapas_tf.data`, `tapas_tf.features`, `tapas_tf.models`, `tapas_tf.checkpoints`,
-`tapas_tf.tasks` and `tapas_tf.inference` (decoding and the one executor of answers).
+`tapas_tf.task_registry.presets` and `tapas_tf.inference` (decoding and the one executor of answers).
 """

@@ -2,7 +2,7 @@
 
 A registration (`registry.TaskSpec`) names the task and holds its reader (one interface,
 `tapas_tf.data.readers.release_reader`), its preset (splits and hyper-parameters,
-`tapas_tf.tasks.TaskPreset`), its conversion options (`registry.conversion_config`, the one place
+`tapas_tf.task_registry.presets.TaskPreset`), its conversion options (`registry.conversion_config`, the one place
 that builds a ConversionConfig), its evaluation and the modes it is built for. `builtin`
 registers the paper's tasks; `modules` loads a module of yours that registers more
 (`--task_module`; docs/ADDING_A_TASK.md):
@@ -12,7 +12,7 @@ registers the paper's tasks; `modules` loads a module of yours that registers mo
 Importing this package registers the built-in tasks. The readers load only when a release is read.
 
 May import: `tapas_tf.data` (the readers), `tapas_tf.features` (the conversion options) and
-`tapas_tf.tasks` (the presets). The create_data job and the task command line import it.
+`tapas_tf.task_registry.presets` (the presets). The create_data job and the task command line import it.
 """
 
 from tapas_tf.task_registry.registry import (  # noqa: F401  The API of a module that registers a task.

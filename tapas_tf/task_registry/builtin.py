@@ -8,8 +8,8 @@ The readers load when a split is opened: WTQ's answer matching imports SciPy (se
 """
 
 from tapas_tf.data.readers.release_reader import ReleaseReader
+from tapas_tf.task_registry.presets import PRESETS, SYNTHETIC_PRESET, TABFACT_PRESET, Task
 from tapas_tf.task_registry.registry import CLASSIFICATION_MODES, TaskSpec, register
-from tapas_tf.tasks import PRESETS, SYNTHETIC_PRESET, TABFACT_PRESET, Task
 
 
 def open_sqa(path: str, input_dir: str, is_training: bool) -> ReleaseReader:

@@ -14,7 +14,7 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Union
 
 from tapas_tf.data.readers.release_reader import OpenReader
 from tapas_tf.features.conversion_config import ConversionConfig
-from tapas_tf.tasks import Task, TaskPreset
+from tapas_tf.task_registry.presets import Task, TaskPreset
 
 # What the task command line does, one --mode each (evaluate: masked-LM accuracy, or a classification
 # task's metrics from its predictions file).
@@ -44,7 +44,7 @@ class TaskSpec:
     Attributes:
       name: the --task value, e.g. "SQA".
       preset: the training and model hyper-parameters, the decoding defaults and the splits
-        (`tapas_tf.tasks.TaskPreset`).
+        (`tapas_tf.task_registry.presets.TaskPreset`).
       reader: opens one split's release file (`tapas_tf.data.readers.release_reader`); None
         when create_data does not make the task's data.
       evaluation: how predict_and_evaluate scores it: "sqa" (accuracy by position in the
@@ -88,7 +88,7 @@ def _problem(spec: TaskSpec) -> Optional[str]:
     if not spec.name or not spec.name.replace("_", "").isalnum() or not spec.name[0].isalpha():
         return "a name is letters, digits and _, starting with a letter"
     if not isinstance(spec.preset, TaskPreset):
-        return f"preset must be a tapas_tf.tasks.TaskPreset, not {type(spec.preset).__name__}"
+        return f"preset must be a tapas_tf.task_registry.presets.TaskPreset, not {type(spec.preset).__name__}"
     unknown = sorted(spec.modes - set(MODES))
     if unknown:
         return f"unknown modes {unknown}; modes are {', '.join(MODES)}"
@@ -142,7 +142,7 @@ def register(spec: TaskSpec) -> TaskSpec:
 
 
 def get_task(task: Union[str, Task, TaskSpec]) -> TaskSpec:
-    """The registration of `task`: a name ("SQA"), a `tapas_tf.tasks.Task`, or a TaskSpec as it is.
+    """The registration of `task`: a name ("SQA"), a `tapas_tf.task_registry.presets.Task`, or a TaskSpec as it is.
 
     Raises:
       ValueError: no task of that name is registered.

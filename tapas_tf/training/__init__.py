@@ -9,5 +9,5 @@ resuming past damaged checkpoints (`recovery`) and stopping on SIGTERM or SIGINT
 with a checkpoint (`stopping`).
 
 May import: `tapas_tf.features`, `tapas_tf.models`, `tapas_tf.checkpoints` (the
-model directory it writes) and `tapas_tf.tasks`.
+model directory it writes) and `tapas_tf.task_registry.presets`.
 """

@@ -1,7 +1,7 @@
 """What a training run does: `TrainConfig`, and the model config of a task.
 
 Precedence, lowest first: the size preset or `--model_config` file (the encoder), then the task's
-preset (`tapas_tf.tasks.PRESETS`, the paper's hyper-parameters), then explicit overrides (flags).
+preset (`tapas_tf.task_registry.presets.PRESETS`, the paper's hyper-parameters), then explicit overrides (flags).
 
     model_config = model_config_for_task(Task.SQA, TapasConfig.from_preset("tiny"), temperature=0.5)
     train_config = train_config_for_task(Task.SQA, "OUT/tf_examples/train.tfrecord", train_steps=1000)
@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 from tapas_tf.checkpoints.model_dir import CONFIG_FILE
 from tapas_tf.config_fields import option
 from tapas_tf.models.config import TapasConfig
-from tapas_tf.tasks import Task, TaskPreset, preset_of, task_label
+from tapas_tf.task_registry.presets import Task, TaskPreset, preset_of, task_label
 
 # TaskPreset fields that are model (TapasConfig) options; the rest of a preset is training.
 MODEL_PRESET_FIELDS = (

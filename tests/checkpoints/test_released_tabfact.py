@@ -26,7 +26,7 @@ import tapas_tf  # noqa: E402
 from tapas_tf.checkpoints import importer as ic, released  # noqa: E402
 from tapas_tf.qa.fact_checker import TableFactChecker, entailed_probability  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
-from tapas_tf.tasks import TABFACT_PRESET  # noqa: E402
+from tapas_tf.task_registry.presets import TABFACT_PRESET  # noqa: E402
 from tests.checkpoints.release_server import ReleaseServer, use_local_hub  # noqa: E402
 from tests.checkpoints.test_importer import _assert_same_weights, _random_model, _write_tf1  # noqa: E402
 from tests.checkpoints.test_released import _one_line_error  # noqa: E402

@@ -417,7 +417,7 @@ def test_checkpoint_step_without_a_step_variable_is_the_prefix_number(tmp_path):
 def sample_task(tmp_path_factory):
     """create_data on the bundled sample (test vocabulary) plus an untrained tiny model directory."""
     from tapas_tf.beam_jobs.create_task_data import run_create_data
-    from tapas_tf.tasks import Task
+    from tapas_tf.task_registry.presets import Task
 
     tmp = tmp_path_factory.mktemp("cli")
     write_sample(str(tmp / "data"))

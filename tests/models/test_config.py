@@ -54,7 +54,7 @@ def test_from_preset_unknown_name():
 
 
 def _wtq_config() -> TapasConfig:
-    # The WTQ hyper-parameters of the paper (tapas_tf/tasks.py).
+    # The WTQ hyper-parameters of the paper (tapas_tf/task_registry/presets.py).
     return TapasConfig.from_preset(
         "tiny",
         num_aggregation_labels=4,

@@ -14,7 +14,7 @@ from tapas_tf.data.interaction_io import read_interactions
 from tapas_tf.data.sample_data import write_sample
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.features.example_features import ints_to_question_id, parsing_spec
-from tapas_tf.tasks import Task
+from tapas_tf.task_registry.presets import Task
 from tests.command_runner import TAPAS_TF
 from tests.vocab_fixture import write_test_vocab
 

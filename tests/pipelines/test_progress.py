@@ -21,7 +21,7 @@ from tapas_tf.data.sample_data import write_sample
 from tapas_tf.features.conversion_config import ConversionConfig
 from tapas_tf.pipelines import progress, runners
 from tapas_tf.pipelines.progress import Progress, ProgressSettings
-from tapas_tf.tasks import Task
+from tapas_tf.task_registry.presets import Task
 from tests.vocab_fixture import write_test_vocab
 
 LOGGER = "tapas_tf.pipelines.progress"

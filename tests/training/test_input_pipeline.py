@@ -23,8 +23,8 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tapas_tf.features import example_features  # noqa: E402
+from tapas_tf.task_registry.presets import Task  # noqa: E402
 from tapas_tf.training import input_pipeline  # noqa: E402
-from tapas_tf.tasks import Task  # noqa: E402
 from tapas_tf.training.config import DEFAULT_BUCKET_LENGTHS, train_config_for_task  # noqa: E402
 from tests.conversion_fixtures import make_converter, make_interaction  # noqa: E402
 

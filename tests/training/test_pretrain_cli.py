@@ -137,7 +137,7 @@ def test_fine_tuning_starts_from_the_pretrained_encoder_and_reports_it(output_di
     from tapas_tf.beam_jobs.create_task_data import run_create_data
     from tapas_tf.data.sample_data import write_sample
     from tapas_tf.features.conversion_config import ConversionConfig
-    from tapas_tf.tasks import Task
+    from tapas_tf.task_registry.presets import Task
 
     pretrained = tmp_path / "pretrained"
     common = (f"--model_option=vocab_size={len(vocab_tokens())}", "--train_batch_size=4", "--noprogress_bar")

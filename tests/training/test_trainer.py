@@ -24,7 +24,7 @@ from tapas_tf.checkpoints import model_dir as model_dir_lib  # noqa: E402
 from tapas_tf.models.config import TapasConfig  # noqa: E402
 from tapas_tf.models.encoder import TapasEncoder  # noqa: E402
 from tapas_tf.models.qa_model import TapasForQuestionAnswering, dummy_features  # noqa: E402
-from tapas_tf.tasks import Task  # noqa: E402
+from tapas_tf.task_registry.presets import Task  # noqa: E402
 from tapas_tf.training import distribution, input_pipeline, trainer as training  # noqa: E402
 from tapas_tf.training.config import (  # noqa: E402
     TrainConfig,
