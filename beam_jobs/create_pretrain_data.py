@@ -150,3 +150,10 @@ def run(job: PretrainJob, config: Optional[PretrainConfig], pipeline_args: Seque
     with open(os.path.join(job.output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report
+
+
+if __name__ == "__main__":  # python beam_jobs/create_pretrain_data.py: the job's command line, as
+    # `tapas-tf create-pretrain-data` runs it (the same flags; Beam's pipeline options pass through).
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run("create-pretrain-data", sys.argv[1:], prog=os.path.basename(sys.argv[0])))

@@ -151,3 +151,12 @@ def report_lines(report: dict) -> List[str]:
             f"{_rows_dropped_summary(split)}"
             + ("" if split["adds_up"] else " (THE COUNTS DO NOT ADD UP: see the failures file)"))
     return lines
+
+
+if __name__ == "__main__":  # python beam_jobs/create_task_data.py --task=SQA ...: the job's command line, as
+    # `tapas-tf create-data` runs it (the same flags; Beam's pipeline options pass through).
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run("create-data", sys.argv[1:], prog="create_task_data.py"))

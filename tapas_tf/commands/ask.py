@@ -54,3 +54,9 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     except BrokenPipeError:  # A reader that stops early (`| head -1`) is no error.
         cli.quiet_closed_stdout()
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.ask: the same as `tapas-tf ask`.
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

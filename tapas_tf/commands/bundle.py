@@ -94,3 +94,11 @@ def _bundle() -> None:
     print(f"{bundled}: bundled weights {total:,} bytes (limit {MAX_BUNDLED_BYTES:,})")
     if total > MAX_BUNDLED_BYTES:
         raise ValueError(f"{bundled}: bundled weights of {total:,} bytes exceed {MAX_BUNDLED_BYTES:,}")
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.bundle: the same as `tapas-tf bundle`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

@@ -62,3 +62,11 @@ def main(argv: List[str]) -> None:
     print(f"{counts['tables_read']} distinct tables: {counts['kept']} kept, {counts['left_out_excluded']} left out "
           f"(among {len(excluded)} excluded names); {counts['duplicate_interactions']} further interactions of a "
           f"table already seen -> {FLAGS.output}")
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.collect_tables: the same as `tapas-tf collect-tables`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

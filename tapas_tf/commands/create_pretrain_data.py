@@ -60,4 +60,17 @@ def main(argv: List[str]) -> None:
                          progress_settings=progress.ProgressSettings() if FLAGS.progress_bar else None)
     except (ValueError, OSError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+    if report.get("dry_run"):
+        # Nothing ran, so there is nothing to count: say so rather than print empty counters.
+        print(f"Dry run: the job graph was translated and nothing was submitted or written; staged for the "
+              f"workers: {', '.join(report.get('extra_packages') or []) or 'nothing'}")
+        return
     print(json.dumps(report["counters"], indent=2))
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.create_pretrain_data: the same as `tapas-tf create-pretrain-data`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

@@ -43,3 +43,11 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     print(f"Wrote {FLAGS.model_dir}: {report['model_class']}, {report['mapped']} weights mapped, "
           f"{len(report['fresh'])} fresh, {len(report['dropped'])} dropped (see {importer.REPORT_FILE}).")
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.import_checkpoint: the same as `tapas-tf import`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

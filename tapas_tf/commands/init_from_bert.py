@@ -37,3 +37,11 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     print(f"Wrote {FLAGS.model_dir}: {len(report.mapped)} weights from {FLAGS.bert_dir or 'MiniLM'}, "
           f"{len(report.fresh)} fresh.")
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.init_from_bert: the same as `tapas-tf init-from-bert`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

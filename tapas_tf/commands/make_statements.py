@@ -152,3 +152,11 @@ def main(argv: List[str]) -> None:
     print(f"{report['total']} statements about {len(output)} tables -> "
           f"{os.path.join(FLAGS.output_dir, 'train_examples.json')}")
     print(json.dumps(report["statements"]))
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.make_statements: the same as `tapas-tf make-statements`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

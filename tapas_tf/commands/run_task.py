@@ -245,3 +245,10 @@ def run(argv: Optional[Sequence[str]] = None, command: Optional[str] = None, mod
     cli.exit_with_help_if_asked(argv, doc=help_text(), module=__name__)
     cli.plain_absl_logging()
     app.run(main, argv=argv, flags_parser=_parse_flags)
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.run_task: the same as the checkout's run_task.py.
+    cli.quiet_tensorflow()
+    from tapas_tf.commands import run_task as installed  # The package's module, whose globals the modes read.
+
+    installed.run(sys.argv)

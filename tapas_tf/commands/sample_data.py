@@ -25,3 +25,11 @@ def main(argv: List[str]) -> None:
     cli.reject_positional_arguments(PROG, argv)
     for name, count in write_sample(FLAGS.output_dir).items():
         print(f"{os.path.join(FLAGS.output_dir, name)}: {count} questions")
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.sample_data: the same as `tapas-tf sample-data`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

@@ -53,3 +53,11 @@ def main(argv: list[str]) -> None:
     except KeyboardInterrupt:
         cli.fail(PROG, "interrupted before the server started", 130)
     web_app.run_server(web, FLAGS.host, FLAGS.port, FLAGS.access_log)
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.serve: the same as `tapas-tf serve`.
+    import sys
+
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

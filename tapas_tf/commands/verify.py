@@ -70,3 +70,9 @@ def main(argv: List[str]) -> None:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     except BrokenPipeError:  # A reader that stops early (`| head -1`) is no error.
         cli.quiet_closed_stdout()
+
+
+if __name__ == "__main__":  # python -m tapas_tf.commands.verify: the same as `tapas-tf verify`.
+    from tapas_tf.cli import runner
+
+    sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))
