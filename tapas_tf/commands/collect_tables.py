@@ -16,15 +16,34 @@ table and the same table as SQA names it count as one (`tapas_tf.data.table_coll
 --excluded_out writes the names left out, in the format `create-pretrain-data --exclude_tables`
 reads, so the Wikipedia job can leave them out too. Prints what it kept and why it left the rest
 out.
+
+The training-data rule (`tapas_tf.data.training_tables`): given the releases, only tables that a
+training split names are kept, and tables of Wikipedia pages that hold no table of another split:
+
+    tapas-tf collect-tables --interactions=WTQ_OUT/interactions/train.tfrecord \
+        --interactions='PAGES_OUT/interactions/*.tfrecord' --wtq_release=wtq --sqa_release=sqa \
+        --tabfact_release=tabfact --wtq_pages=wikipedia/wtq_pages --output=OUT/train.tfrecord \
+        --report=OUT/tables_report.json --manifest_out=OUT/training_tables.txt.gz \
+        --rule_exclusions_out=OUT/exclude_for_wikipedia_job.txt
+
+--report lists the tables used and those excluded, by reason; --manifest_out writes the kept
+tables' manifest names (`wtq:csv/204-csv/590.csv`, `page:204-page/590#K`, ...), one per line;
+--rule_exclusions_out writes every evaluation table and page in the format of
+`create-pretrain-data --exclude_tables`. Without a release, a table of its form (a WTQ name, a
+TabFact id) is excluded, counted as `*_release_not_given`, once any release is given; with none
+given the rule is not applied, and the command says so.
 """
 
+import glob
+import gzip
+import json
 import os
 from typing import List
 
 from absl import flags
 
 import tapas_tf.cli as cli
-from tapas_tf.data import interaction_io, table_collection
+from tapas_tf.data import interaction_io, table_collection, training_tables
 
 PROG = "collect-tables"
 FLAGS = flags.FLAGS
@@ -39,6 +58,20 @@ def define_flags() -> None:
     flags.DEFINE_string("output", None, "The table-only interactions (.tfrecord, or .txtpb[.gz]); name it "
                         "DIR/train.tfrecord for create-data --task=SYNTHETIC --input_dir=DIR.")
     flags.DEFINE_string("excluded_out", None, "Also write the names of the excluded tables here, one per line.")
+    flags.DEFINE_string("wtq_release", None, "The WikiTableQuestions release (training.tsv, csv/): the rule "
+                        "keeps only its training tables, less those of the scored dev split.")
+    flags.DEFINE_string("sqa_release", None, "The SQA release (train.tsv, random-split-1-dev.tsv).")
+    flags.DEFINE_string("tabfact_release", None, "The TabFact release (train_examples.json, val_examples.json, "
+                        "all_csv/): only train's tables are kept, and no page titled as a val table's caption.")
+    flags.DEFINE_string("wtq_pages", None, "WikiTableQuestions' page crawl (2xx-page/N.json): a page of an "
+                        "evaluation table, and its whole article, is left out.")
+    flags.DEFINE_multi_string("scored_dev_split", list(training_tables.SCORED_DEV_FILES),
+                              "A dev split file (in the WTQ and SQA releases) that scores are measured on: its "
+                              "tables are left out (repeatable).")
+    flags.DEFINE_string("report", None, "Write the tables used and excluded, by reason, here (JSON).")
+    flags.DEFINE_string("manifest_out", None, "Write the kept tables' manifest names here (.txt or .txt.gz).")
+    flags.DEFINE_string("rule_exclusions_out", None, "Write the rule's evaluation tables and pages here, for "
+                        "create-pretrain-data --exclude_tables.")
     for name in ("interactions", "output"):
         flags.mark_flag_as_required(name)
 
@@ -52,16 +85,76 @@ def main(argv: List[str]) -> None:
             if not os.path.isfile(FLAGS.exclude_tables):
                 raise FileNotFoundError(f"--exclude_tables={FLAGS.exclude_tables}: no such file")
             excluded |= table_collection.read_table_name_file(FLAGS.exclude_tables)
-        tables, counts = table_collection.collect_tables(FLAGS.interactions, excluded)
+        paths = _expand(FLAGS.interactions)
+        tables, counts = table_collection.collect_tables(paths, excluded)
+        rule = _rule()
+        tables, decisions = _apply_rule(rule, tables)
         interaction_io.write_interactions(FLAGS.output, tables)
-        if FLAGS.excluded_out:
-            with open(FLAGS.excluded_out, "w", encoding="utf-8") as f:
-                f.writelines(f"{name}\n" for name in sorted(excluded))
+        _write_outputs(rule, tables, decisions, counts, excluded)
     except (ValueError, OSError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     print(f"{counts['tables_read']} distinct tables: {counts['kept']} kept, {counts['left_out_excluded']} left out "
           f"(among {len(excluded)} excluded names); {counts['duplicate_interactions']} further interactions of a "
           f"table already seen -> {FLAGS.output}")
+    if rule is None:
+        print("The training-data rule was not applied (no --wtq_release, --sqa_release or --tabfact_release): "
+              "tables of the released data sets were kept unchecked.")
+    else:
+        by_reason = training_tables.count_decisions(d for _, d in decisions)
+        print(f"Training-data rule: {len(tables)} of {len(decisions)} tables kept; excluded by reason "
+              f"{json.dumps({r: n for r, n in by_reason.items() if r != training_tables.KEPT and n})}")
+
+
+def _expand(patterns: List[str]) -> List[str]:
+    """Each --interactions value, a path or a glob (the Wikipedia job writes shards)."""
+    paths = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        if not matches:
+            raise FileNotFoundError(f"--interactions={pattern}: no file matches")
+        paths += matches
+    return paths
+
+
+def _rule():
+    if not (FLAGS.wtq_release or FLAGS.sqa_release or FLAGS.tabfact_release):
+        return None
+    return training_tables.TrainingTableRule.from_releases(training_tables.Releases(
+        wtq_dir=FLAGS.wtq_release, sqa_dir=FLAGS.sqa_release, tabfact_dir=FLAGS.tabfact_release,
+        wtq_pages_dir=FLAGS.wtq_pages, scored_dev_files=tuple(FLAGS.scored_dev_split)))
+
+
+def _apply_rule(rule, tables):
+    """(kept tables, [(table name, Decision)]) under the rule; all tables when there is none."""
+    if rule is None:
+        return tables, []
+    decisions = [(t.id, rule.decide(t.table.table_id or t.id, t.table.document_title)) for t in tables]
+    return [t for t, (_, d) in zip(tables, decisions) if d.kept], decisions
+
+
+def _write_outputs(rule, tables, decisions, counts, excluded) -> None:
+    if FLAGS.excluded_out:
+        with open(FLAGS.excluded_out, "w", encoding="utf-8") as f:
+            f.writelines(f"{name}\n" for name in sorted(excluded))
+    if FLAGS.manifest_out:
+        names = sorted({d.manifest_name for _, d in decisions if d.kept} if rule else {t.id for t in tables})
+        opener = gzip.open if FLAGS.manifest_out.endswith(".gz") else open
+        with opener(FLAGS.manifest_out, "wt", encoding="utf-8") as f:
+            f.writelines(f"{name}\n" for name in names)
+    if FLAGS.rule_exclusions_out:
+        if rule is None:
+            raise ValueError("--rule_exclusions_out needs a release (--wtq_release, --tabfact_release, ...)")
+        with open(FLAGS.rule_exclusions_out, "w", encoding="utf-8") as f:
+            f.writelines(f"{line}\n" for line in rule.exclusion_lines())
+    if FLAGS.report:
+        report = {"inputs": FLAGS.interactions, "collection": dict(counts), "rule_applied": rule is not None,
+                  "tables_used": sorted(d.manifest_name for _, d in decisions if d.kept) if rule
+                  else sorted(t.id for t in tables)}
+        if rule is not None:
+            report["excluded_by_reason"] = training_tables.count_decisions(d for _, d in decisions)
+            report["tables_excluded"] = {name: d.reason for name, d in decisions if not d.kept}
+        with open(FLAGS.report, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":  # python -m tapas_tf.commands.collect_tables: the same as `tapas-tf collect-tables`.

@@ -42,17 +42,25 @@ def table_names_in(paths: Iterable[str]) -> Set[str]:
             for interaction in interaction_io.read_interactions(path)}
 
 
+def normal_title(title: str) -> str:
+    """A page title as exclusions match it: underscores as spaces, spaces collapsed, lower case
+    (TabFact's captions are lower-cased page titles)."""
+    return " ".join(title.replace("_", " ").split()).lower()
+
+
 def normalize_exclusion(line: str) -> Optional[str]:
     """A line of a file of table names as the name it matches (None for blanks and `#` comments).
 
     Table ids pass unchanged; WikiTableQuestions names (`csv/204-csv/590.csv`, `204-csv/590.csv`)
     and SQA table files (`table_csv/204_590.csv`, the same tables) become `csv/204-csv/590.csv`
     (`table_name`), which is also the alias the rendered page of that table carries in the
-    Wikipedia job; `title:Some page` names a page there.
+    Wikipedia job; `title:Some page` names a page there (`title:some page`, see `normal_title`).
     """
     text = line.strip()
     if not text or text.startswith("#"):
         return None
+    if text.startswith("title:"):
+        return "title:" + normal_title(text[len("title:"):])
     return table_name(text)
 
 

@@ -25,7 +25,7 @@ from google.protobuf import text_format
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
-from tapas_tf.data.table_collection import normalize_exclusion
+from tapas_tf.data.table_collection import normal_title, normalize_exclusion
 from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
 from tapas_tf.pipelines import progress
 from tapas_tf.pipelines.classifier_data import counter
@@ -47,7 +47,7 @@ def read_exclusions(path: str) -> FrozenSet[str]:
 
 
 def is_excluded(extracted: ExtractedTable, title: str, excluded: FrozenSet[str]) -> bool:
-    names = {extracted.table.table_id, f"title:{title}", *getattr(extracted, "aliases", ())}
+    names = {extracted.table.table_id, f"title:{normal_title(title)}", *getattr(extracted, "aliases", ())}
     return bool(names & excluded)
 
 

@@ -204,7 +204,7 @@ def test_dataflow_dry_run_translates_the_job_graph(tmp_path):
 @pytest.mark.parametrize("line, name", [
     ("csv/204-csv/590.csv", "csv/204-csv/590.csv"), ("204-csv/590.csv", "csv/204-csv/590.csv"),
     ("table_csv/204_590.csv", "csv/204-csv/590.csv"), ("  http://en.wikipedia.org/wiki/X_1 ", "http://en.wikipedia.org/wiki/X_1"),
-    ("title:Winter games", "title:Winter games"), ("# comment", None), ("", None),
+    ("title:Winter games", "title:winter games"), ("title:Winter_Games ", "title:winter games"), ("# comment", None), ("", None),
 ])
 def test_exclusion_lines(line, name):
     assert pretrain_data.normalize_exclusion(line) == name
