@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 56: the bundled models again, trained only on training tables (the rule of
+# tapas_tf.data.training_tables), with a larger default where it pays.
+#
+#   experiments/clean_models.sh STAGE [args...]
+#
+# Stages, in order (each writes under $WORK, default /work/runs/clean; resumable: a stage that
+# trains resumes from its newest checkpoint):
+#   data        SQA and WTQ create_data (WTQ's train split: random-split-1-train.tsv, whose tables
+#               are disjoint from the dev split scored on); the rule's exclusions from the releases;
+#               the Wikipedia job's tables of the WTQ pages and the dump samples without them; the
+#               synthetic stage's tables under the rule (report, manifest); SYNTHETIC create_data
+#   synth NAME [flags]
+#               a model on the synthetic questions -> $WORK/synth_NAME (default mini, bfloat16
+#               where the CPU has avx512_bf16 or amx_bf16: the trainer chooses at start-up)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WORK=${WORK:-/work/runs/clean}
+DATASETS=${DATASETS:-../shared/datasets}
+PYTHON=${PYTHON:-.venv/bin/python}
+TAPAS=("$PYTHON" -m tapas_tf.commands.dispatch)
+SYNTH_STEPS=${SYNTH_STEPS:-8000}
+WIKIPEDIA=$DATASETS/wikipedia
+RELEASES=(--wtq_release="$DATASETS/wtq" --sqa_release="$DATASETS/sqa" --tabfact_release="$DATASETS/tabfact"
+          --wtq_pages="$WIKIPEDIA/wtq_pages")
+stage=${1:?usage: $0 data|synth NAME [flags...]}
+shift
+
+stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+case "$stage" in
+  data)
+    mkdir -p "$WORK"
+    stamp "SQA and WTQ create_data"
+    "${TAPAS[@]}" create-data --task=SQA --input_dir="$DATASETS/sqa" --output_dir="$WORK/sqa_data" --noprogress_bar
+    "${TAPAS[@]}" create-data --task=WTQ --input_dir="$DATASETS/wtq" --output_dir="$WORK/wtq_data" \
+      --drop_rows_to_fit --noprogress_bar
+    stamp "the rule's exclusions (WTQ's training tables only)"
+    "${TAPAS[@]}" collect-tables --interactions="$WORK/wtq_data/interactions/train.tfrecord" "${RELEASES[@]}" \
+      --output="$WORK/synth/wtq_tables.tfrecord" --rule_exclusions_out="$WORK/synth/exclude_for_wikipedia.txt"
+    stamp "Wikipedia tables of pages that hold no evaluation table"
+    "${TAPAS[@]}" create-pretrain-data --stage=extract --interactions_format=tfrecord \
+      --input_dumps="$WIKIPEDIA/enwiki-sample-pages-articles.xml.bz2" \
+      --input_dumps="$WIKIPEDIA/enwiki-table-markup.xml.bz2" --input_pages="$WIKIPEDIA/wtq_pages/*/*.html.gz" \
+      --exclude_tables="$WORK/synth/exclude_for_wikipedia.txt" --output_dir="$WORK/synth/pages" --noprogress_bar
+    stamp "the synthetic stage's tables under the rule"
+    "${TAPAS[@]}" collect-tables --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
+      --interactions="$WORK/synth/pages/interactions/*.tfrecord" "${RELEASES[@]}" \
+      --output="$WORK/synth/tables/train.tfrecord" --report="$WORK/synth/tables_report.json" \
+      --manifest_out="$WORK/synth/training_tables.txt.gz"
+    stamp "SYNTHETIC create_data"
+    "${TAPAS[@]}" create-data --task=SYNTHETIC --input_dir="$WORK/synth/tables" --output_dir="$WORK/synth/data" \
+      --noprogress_bar
+    stamp done
+    ;;
+  synth)
+    name=${1:?synth needs a NAME}; shift
+    stamp "training $WORK/synth_$name"
+    "${TAPAS[@]}" train --task=SYNTHETIC --output_dir="$WORK/synth/data" --model_dir="$WORK/synth_$name" \
+      --model_size=mini --train_steps="$SYNTH_STEPS" --train_batch_size=32 --learning_rate=3e-4 \
+      --warmup_ratio=0.1 --gradient_clipping=1.0 --save_checkpoints_steps=500 --keep_checkpoint_max=30 \
+      --log_steps=100 --noprogress_bar --seed=1 --model_option=use_question_match_embeddings=true "$@"
+    stamp done
+    ;;
+  *)
+    echo "unknown stage $stage (data, synth)" >&2
+    exit 2
+    ;;
+esac
