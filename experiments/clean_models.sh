@@ -13,6 +13,11 @@
 #   synth NAME [flags]
 #               a model on the synthetic questions -> $WORK/synth_NAME (default mini, bfloat16
 #               where the CPU has avx512_bf16 or amx_bf16: the trainer chooses at start-up)
+#   mix         SQA's and WTQ's training examples under the rule, with a held-out slice of 60 WTQ
+#               training tables for checkpoints and calibration -> $WORK/mix (experiments/mix_tasks.py)
+#   finetune KIND NAME FROM [flags]
+#               KIND sqa or wtq: $WORK/synth_FROM (both heads kept) fine-tuned on the mixture's
+#               half of that task -> $WORK/KIND_NAME
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +29,7 @@ SYNTH_STEPS=${SYNTH_STEPS:-8000}
 WIKIPEDIA=$DATASETS/wikipedia
 RELEASES=(--wtq_release="$DATASETS/wtq" --sqa_release="$DATASETS/sqa" --tabfact_release="$DATASETS/tabfact"
           --wtq_pages="$WIKIPEDIA/wtq_pages")
-stage=${1:?usage: $0 data|synth NAME [flags...]}
+stage=${1:?usage: $0 data|synth NAME|mix|finetune KIND NAME FROM [flags...]}
 shift
 
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -63,8 +68,29 @@ case "$stage" in
       --log_steps=100 --noprogress_bar --seed=1 --model_option=use_question_match_embeddings=true "$@"
     stamp done
     ;;
+  mix)
+    "$PYTHON" experiments/mix_tasks.py --sqa_data="$WORK/sqa_data" --wtq_data="$WORK/wtq_data" \
+      --wtq_dataset="$DATASETS/wtq" --sqa_dataset="$DATASETS/sqa" --output_dir="$WORK/mix"
+    ;;
+  finetune)
+    kind=${1:?finetune needs KIND (wtq or sqa)}; name=${2:?finetune needs a NAME}; from=${3:?finetune needs FROM}
+    shift 3
+    case "$kind" in
+      # Temperature 1.0: the cell head was trained at 1.0 on the synthetic questions.
+      wtq) task=WTQ; steps=${TRAIN_STEPS:-1500}; extra=(--noreset_cell_selection_weights --temperature=1.0) ;;
+      sqa) task=SQA; steps=${TRAIN_STEPS:-2500}; extra=() ;;
+      *) echo "KIND must be wtq or sqa, not $kind" >&2; exit 2 ;;
+    esac
+    stamp "fine-tuning $WORK/synth_$from on $task -> $WORK/${kind}_$name"
+    "${TAPAS[@]}" train --task="$task" --train_file="$WORK/mix/tf_examples/train_$kind.tfrecord" \
+      --output_dir="$WORK/${kind}_data" --model_dir="$WORK/${kind}_$name" --init_checkpoint="$WORK/synth_$from" \
+      --init_heads "${extra[@]}" --train_steps="$steps" --train_batch_size=32 --learning_rate=5e-4 \
+      --warmup_ratio=0.1 --gradient_clipping=1.0 --save_checkpoints_steps=250 --keep_checkpoint_max=12 \
+      --log_steps=50 --noprogress_bar --seed=1 "$@"
+    stamp done
+    ;;
   *)
-    echo "unknown stage $stage (data, synth)" >&2
+    echo "unknown stage $stage (data, synth, mix, finetune)" >&2
     exit 2
     ;;
 esac

@@ -4,12 +4,13 @@ with a held-out slice of WTQ training tables for choosing checkpoints (never dev
     python experiments/mix_tasks.py --sqa_data=SQA_OUT --wtq_data=WTQ_OUT --output_dir=MIX \
         [--holdout_tables=60] [--seed=1]
 
-SQA_OUT and WTQ_OUT are `run_task.py --mode=create_data` output directories. SQA is a
+SQA_OUT and WTQ_OUT are `run_task.py --mode=create_data` output directories. Every example's
+table goes through the training-data rule (`tapas_tf.data.training_tables`): SQA is a
 decomposition of WikiTableQuestions questions, so SQA's training set holds sequences made from
-WTQ dev questions (58 of its tables are WTQ dev tables): those are left out, and so are the
-held-out tables, so that neither WTQ dev nor the held-out slice is seen in training. With
---sqa_dataset, WTQ's questions about SQA dev tables are left out too, for one model scored on both
-dev sets. Writes:
+WTQ dev questions (58 of its tables are WTQ dev tables) and from WTQ test tables (3): those are
+left out, and so are the held-out tables, so that neither WTQ dev nor the held-out slice is seen
+in training. With --sqa_dataset, questions about SQA dev tables are left out too, for one model
+scored on both dev sets. Writes:
 
     MIX/tf_examples/train.tfrecord          the mixture, shuffled (seeded)
     MIX/tf_examples/train_sqa.tfrecord      its SQA examples alone, and train_wtq.tfrecord its WTQ
@@ -41,23 +42,12 @@ def table_key(table_id: str) -> str:
     return f"{match.group(1)}_{match.group(2)}"
 
 
-def wtq_dev_tables(dataset_dir: str) -> set:
-    with open(os.path.join(dataset_dir, "random-split-1-dev.tsv"), newline="") as f:
-        return {table_key(row["context"]) for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)}
-
-
-def sqa_dev_tables(dataset_dir: str) -> set:
-    """The tables of SQA's dev split: a model scored on SQA dev must not train on WTQ's questions about
-    them either (SQA's questions decompose WTQ's)."""
-    from tapas_tf.data.readers.sqa import SqaRow, read_sqa_rows  # pylint: disable=import-outside-toplevel
-
-    rows = read_sqa_rows(os.path.join(dataset_dir, "random-split-1-dev.tsv"))
-    return {table_key(row.table_file) for row in rows if isinstance(row, SqaRow)}
+def _table_id_of(record: bytes) -> str:
+    return tf.train.Example.FromString(record).features.feature["table_id"].bytes_list.value[0].decode()
 
 
 def _table_of(record: bytes) -> str:
-    example = tf.train.Example.FromString(record)
-    return table_key(example.features.feature["table_id"].bytes_list.value[0].decode())
+    return table_key(_table_id_of(record))
 
 
 def main(argv=None) -> int:
@@ -74,8 +64,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
-    dev = wtq_dev_tables(args.wtq_dataset)
-    sqa_dev = sqa_dev_tables(args.sqa_dataset) if args.sqa_dataset else set()
+    # The training-data rule: only training tables, less the scored dev splits' (WTQ's, and SQA's
+    # with --sqa_dataset); SQA train's tables that are WTQ test tables are left out too.
+    from tapas_tf.data.training_tables import Releases, TrainingTableRule  # pylint: disable=import-outside-toplevel
+
+    rule = TrainingTableRule.from_releases(Releases(wtq_dir=args.wtq_dataset, sqa_dir=args.sqa_dataset or None))
     wtq_records = [r.numpy() for r in tf.data.TFRecordDataset(os.path.join(args.wtq_data, "tf_examples/train.tfrecord"))]
     wtq_tables = sorted({_table_of(r) for r in wtq_records})
     holdout = set(rng.sample(wtq_tables, min(args.holdout_tables, len(wtq_tables))))
@@ -87,10 +80,9 @@ def main(argv=None) -> int:
         for record in records:
             record = record if isinstance(record, bytes) else record.numpy()
             table = _table_of(record)
-            if table in dev:
-                counts[f"{task}_skipped_wtq_dev_table"] += 1
-            elif table in sqa_dev:
-                counts[f"{task}_skipped_sqa_dev_table"] += 1
+            decision = rule.decide(_table_id_of(record))
+            if not decision.kept:
+                counts[f"{task}_skipped_{decision.reason}"] += 1
             elif table in holdout:
                 counts[f"{task}_skipped_holdout_table"] += 1
             else:
