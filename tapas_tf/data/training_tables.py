@@ -23,7 +23,8 @@ A WTQ or SQA table seen without the WTQ release, or a TabFact table without the 
 cannot be shown to be a training table, and is excluded (`*_release_not_given`). Every decision
 has a reason (`REASONS`), and kept tables a manifest name: `wtq:csv/204-csv/590.csv`,
 `sqa:table_csv/204_590.csv`, `tabfact:2-1000181-1.html.csv`, `page:204-page/590#K` (the K-th
-table of that page file) or `page:TITLE#K` for pages of other dumps.
+wikitable of that page file; `#infoboxK` for its K-th infobox) or `page:TITLE#K` for pages of
+other dumps.
 """
 
 import csv
@@ -50,7 +51,7 @@ REASONS = (
 SCORED_DEV_FILES = ("random-split-1-dev.tsv",)
 _WTQ_FORM = re.compile(r"(?:^|/)(?:csv/)?\d{3}-csv/\d+\.csv$|(?:^|/)(?:table_csv/)?\d{3}_\d+\.csv$")
 _TABFACT_FORM = re.compile(r"^(?:.*/)?(\d+-\d+-\d+\.html\.csv)$")
-_PAGE_TABLE_INDEX = re.compile(r"_(\d+)$")
+_PAGE_TABLE_INDEX = re.compile(r"_((?:infobox)?\d+)$")  # The Wikipedia job's ids: TITLE_2, TITLE_infobox0.
 
 
 @dataclasses.dataclass(frozen=True)
