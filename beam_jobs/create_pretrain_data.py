@@ -14,6 +14,11 @@ Stages (`PretrainJob.stage`, default `all`, both in one pipeline):
 - examples: Interactions (those of extract, or `input_interactions`, e.g. Google's released
   `interactions.txtpb.gz`) -> OUTPUT_DIR/tf_examples/{train,test}-SSSSS-of-NNNNN.tfrecord.
 Then OUTPUT_DIR/pretrain_report.json with every counter.
+
+A file that cannot be read to its end (a truncated or damaged bz2 or gzip stream, broken XML, a
+page that is not UTF-8, a TFRecord cut short) keeps what was read before the damage and is listed
+in OUTPUT_DIR/failures/files.tsv and in the report's `file_failures`, with the byte or line where it
+broke off; the command line then exits non-zero (`--allow_file_failures` to accept them).
 """
 
 import contextlib
@@ -27,6 +32,7 @@ import tempfile
 from typing import Optional, Sequence, Tuple
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions, TestOptions
 
 from tapas_tf.config_fields import option
@@ -36,6 +42,7 @@ from tapas_tf.features.pretrain_config import PretrainConfig
 from tapas_tf.pipelines import pretrain_data, progress, reports, runners
 
 REPORT_FILE = "pretrain_report.json"
+FILE_FAILURES_FILE = os.path.join("failures", "files.tsv")
 STAGES = ("all", "extract", "examples")
 # What the progress line counts, by stage; the first is the one whose rate it shows.
 PROGRESS_UNITS = {"all": ("pages", "interactions", "examples"), "extract": ("pages", "interactions"),
@@ -60,6 +67,9 @@ class PretrainJob:
     streams_per_range: int = option(pretrain_data.STREAMS_PER_RANGE, "bz2 streams (about 100 pages each) "
                                                                             "of a multistream dump read by one worker.")
     interactions_format: str = option("txtpb", "How extract writes interactions.", choices=("txtpb", "tfrecord"))
+    allow_file_failures: bool = option(
+        False, "Exit 0 even when an input file could not be read to its end (a truncated or damaged bz2 or "
+               "gzip stream, broken XML, a page that is not UTF-8); it is listed in failures/files.tsv either way.")
 
     def __post_init__(self):
         if self.stage in ("all", "extract") and not (self.input_dumps or self.input_pages):
@@ -77,9 +87,11 @@ def build_pipeline(root, job: PretrainJob, config: Optional[PretrainConfig],
     """Adds the stages of `job.stage` to `root`; with `progress_key` (a `progress.Progress.key`),
     the pages read, the interactions made or read and the examples written are reported to it."""
     output_dir = job.output_dir
+    failures_path = os.path.join(output_dir, FILE_FAILURES_FILE)
     if job.stage in ("all", "extract"):
         interactions = root | "Extract" >> pretrain_data.ExtractTables(
-            job.input_dumps, job.input_pages, job.exclude_tables, job.streams_per_range, progress_key)
+            job.input_dumps, job.input_pages, job.exclude_tables, job.streams_per_range, progress_key,
+            failures_path=failures_path)
         prefix = os.path.join(output_dir, "interactions", "interactions")
         if job.interactions_format == "txtpb":
             pretrain_data.write_text_protos(interactions, prefix)
@@ -87,7 +99,8 @@ def build_pipeline(root, job: PretrainJob, config: Optional[PretrainConfig],
             _ = interactions | "WriteInteractions" >> beam.io.WriteToTFRecord(
                 prefix, file_name_suffix=".tfrecord", coder=beam.coders.ProtoCoder(interaction_pb2.Interaction))
     else:
-        interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(job.input_interactions)
+        interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(
+            job.input_interactions, failures_path=failures_path)
     if progress_key is not None:
         interactions = interactions | "Progress" >> progress.CountItems(progress_key,
                                                                         pretrain_data.progress_counts)
@@ -146,10 +159,21 @@ def run(job: PretrainJob, config: Optional[PretrainConfig], pipeline_args: Seque
                 "extra_packages": options.view_as(SetupOptions).extra_packages}
     report = {"stage": job.stage, "inputs": {"dumps": job.input_dumps, "pages": job.input_pages,
                                               "interactions": job.input_interactions},
-              "config": None if config is None else config.__dict__, "counters": reports.counter_values(result)}
+              "config": None if config is None else config.__dict__, "counters": reports.counter_values(result),
+              "file_failures": read_file_failures(job.output_dir)}
     with open(os.path.join(job.output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report
+
+
+def read_file_failures(output_dir: str) -> list:
+    """The files of the run that could not be read to their end: [{path, reason, message}]."""
+    path = os.path.join(output_dir, FILE_FAILURES_FILE)
+    if not FileSystems.exists(path):
+        return []
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        lines = f.read().decode("utf-8").splitlines()
+    return [pretrain_data.parse_failure_line(line) for line in lines if line.strip()]
 
 
 if __name__ == "__main__":  # python beam_jobs/create_pretrain_data.py: the job's command line, as

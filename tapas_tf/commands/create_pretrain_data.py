@@ -14,6 +14,10 @@ examples turns Interactions (extract's, or --input_interactions, e.g. Google's r
 `interactions.txtpb.gz`) into OUTPUT_DIR/tf_examples/{train,test}-SSSSS-of-NNNNN.tfrecord. Then
 OUTPUT_DIR/pretrain_report.json with every counter, which is also printed.
 
+An input file that cannot be read to its end (a truncated bz2 dump or gzip file, broken XML, a page
+that is not UTF-8) keeps what was read before the damage, is listed in OUTPUT_DIR/failures/files.tsv
+with the byte or line where it broke off, and makes the exit status 1 (--allow_file_failures: 0).
+
 While it runs, the pages, interactions and examples done so far are shown on stderr: a live line on
 a terminal, else a log line every 30 s (--noprogress_bar: neither); only when the steps run in this
 process, not with --runner=... or --direct_running_mode=multi_processing. Flags that this job does
@@ -66,6 +70,12 @@ def main(argv: List[str]) -> None:
               f"workers: {', '.join(report.get('extra_packages') or []) or 'nothing'}")
         return
     print(json.dumps(report["counters"], indent=2))
+    failures = report.get("file_failures") or []
+    if failures and not pretrain_job.allow_file_failures:
+        listed = "; ".join(f["message"] for f in failures[:3]) + ("; ..." if len(failures) > 3 else "")
+        cli.fail(PROG, f"{len(failures)} input file(s) could not be read to the end (what came before the damage "
+                 f"was kept; all are in {job.FILE_FAILURES_FILE} of --output_dir; --allow_file_failures to accept "
+                 f"them): {listed}", cli.ERROR_EXIT_CODE)
 
 
 if __name__ == "__main__":  # python -m tapas_tf.commands.create_pretrain_data: the same as `tapas-tf create-pretrain-data`.

@@ -9,12 +9,20 @@ Two formats, both compatible with the original TAPAS tools:
 
 The format is chosen from the file name. Errors name the file and the record
 or line number.
+
+`read_interactions` raises at the first problem. `read_interactions_counting_lines` is for jobs
+that read big released files: a line or record that does not parse is yielded as an
+`InteractionFormatError` and reading goes on, while a file that cannot be read to its end (a
+truncated or damaged gzip stream, a TFRecord cut short) raises `InteractionFileError`, naming the
+file and the byte or record where it broke off.
 """
 
 import gzip
+import io
 import os
 import re
-from typing import Iterable, Iterator
+import zlib
+from typing import BinaryIO, Callable, Iterable, Iterator, Union
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -29,6 +37,20 @@ _TFRECORD_SUFFIXES = (".tfrecord", ".tfrecord.gz", ".tfrecords", ".tfrecords.gz"
 
 class InteractionFormatError(ValueError):
     """A record of an interaction file could not be parsed."""
+
+
+class InteractionFileError(InteractionFormatError):
+    """The file cannot be read to its end; `reason` is `truncated_gzip`, `bad_gzip`,
+    `truncated_record` or `unreadable_file`, and `path` names the file."""
+
+    def __init__(self, reason: str, path: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
+
+    def __reduce__(self):
+        # Why: Beam pickles exceptions it carries; the default would call __init__ with the message only.
+        return InteractionFileError, (self.reason, self.path, str(self))
 
 
 def is_text_format(path: str) -> bool:
@@ -57,15 +79,53 @@ def interaction_from_text_line(line: str) -> Interaction:
     return text_format.Parse(line, Interaction())
 
 
+def _open_binary_local(path: str) -> BinaryIO:
+    return open(path, "rb")
+
+
+def _text_lines(path: str, opener: Callable[[str], BinaryIO]) -> Iterator[tuple]:
+    """(line number, raw bytes of the line) of a text file, decompressed when it ends in `.gz`.
+
+    Raises InteractionFileError when the gzip stream is damaged or ends before its end marker."""
+    line_number = 0
+    with opener(path) as raw:
+        stream = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+        try:
+            for line_number, line in enumerate(stream, start=1):
+                yield line_number, line
+        except EOFError as e:
+            raise InteractionFileError(
+                "truncated_gzip", path,
+                f"{path}: the gzip data ends at byte {_position(raw)} before its end marker, after line "
+                f"{line_number} (the file is truncated: recreate or copy it again)") from e
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise InteractionFileError(
+                "bad_gzip", path, f"{path}: not a valid gzip file at byte {_position(raw)}, after line "
+                f"{line_number} ({e})") from e
+        except OSError as e:
+            raise InteractionFileError("unreadable_file", path, f"{path}: cannot read it ({e})") from e
+
+
+def _position(raw: BinaryIO) -> str:
+    try:
+        return str(raw.tell())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return "?"
+
+
+def _parse_text_line(path: str, line_number: int, line: bytes) -> Interaction:
+    try:
+        return interaction_from_text_line(line.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InteractionFormatError(f"{path}:{line_number}: not UTF-8 (byte {e.start} of the line)") from e
+    except text_format.ParseError as e:
+        raise InteractionFormatError(f"{path}:{line_number}: {e}") from e
+
+
 def _read_text(path: str) -> Iterator[Interaction]:
-    with _open_text(path, "r") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield interaction_from_text_line(line)
-            except text_format.ParseError as e:
-                raise InteractionFormatError(f"{path}:{line_number}: {e}") from e
+    for line_number, line in _text_lines(path, _open_binary_local):
+        if line.strip():
+            yield _parse_text_line(path, line_number, line)
 
 
 def _tfrecord_compression(path: str) -> str:
@@ -94,13 +154,68 @@ def _read_tfrecord(path: str) -> Iterator[Interaction]:
         except StopIteration:
             return
         except tf.errors.DataLossError as e:  # A file cut short (an interrupted copy) or damaged.
-            raise InteractionFormatError(
-                f"{path}: record {record_number} is truncated or corrupt ({_data_loss_reason(e.message)}); "
+            raise InteractionFileError(
+                "truncated_record", path, f"{path}: record {record_number} is truncated or corrupt ({_data_loss_reason(e.message)}); "
                 "recreate or copy the file again") from e
         try:
             yield Interaction.FromString(record)
         except DecodeError as e:
             raise InteractionFormatError(f"{path}: record {record_number}: {e}") from e
+
+
+def _read_tfrecord_records(path: str) -> Iterator[Union[Interaction, InteractionFormatError]]:
+    """Like `_read_tfrecord`, but a record that is not an Interaction is yielded as an error: records
+    are framed, so the ones after it still read."""
+    import tensorflow as tf
+
+    records = tf.data.TFRecordDataset(path, compression_type=_tfrecord_compression(path)).as_numpy_iterator()
+    for record_number in _count_from(1):
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except tf.errors.DataLossError as e:
+            raise InteractionFileError(
+                "truncated_record", path, f"{path}: record {record_number} is truncated or corrupt "
+                f"({_data_loss_reason(e.message)}); recreate or copy the file again") from e
+        except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as e:
+            raise InteractionFileError("unreadable_file", path, f"{path}: cannot read it ({e.message})") from e
+        try:
+            yield Interaction.FromString(record)
+        except DecodeError as e:
+            yield InteractionFormatError(f"{path}: record {record_number}: not an Interaction ({e})")
+
+
+def _count_from(start: int) -> Iterator[int]:
+    while True:
+        yield start
+        start += 1
+
+
+def read_interactions_counting_lines(path: str, opener: Callable[[str], BinaryIO] = _open_binary_local
+                                     ) -> Iterator[Union[Interaction, InteractionFormatError]]:
+    """Interactions of one file, in file order, with each line or record that does not parse
+    yielded as an `InteractionFormatError` in its place (blank lines are skipped).
+
+    Args:
+      path: a `.txtpb[.gz]` or TFRecord file (any other name is read as a TFRecord).
+      opener: opens `path` for reading raw bytes (e.g. Beam's file systems, for gs://); TFRecords are
+        read by TensorFlow's file systems.
+
+    Raises:
+      InteractionFileError: when the file cannot be read to its end (truncated or damaged gzip data,
+        a record cut short); the interactions before the damage have been yielded.
+    """
+    if not is_text_format(path):
+        yield from _read_tfrecord_records(path)
+        return
+    for line_number, line in _text_lines(path, opener):
+        if not line.strip():
+            continue
+        try:
+            yield _parse_text_line(path, line_number, line)
+        except InteractionFormatError as e:
+            yield e
 
 
 def read_interactions(path: str) -> Iterator[Interaction]:

@@ -11,6 +11,13 @@ memory, so memory does not grow with the input. Every page, table and example is
 `interactions_*`), and the job's report is built from those counters. Given a `progress_key`,
 the pages read and the examples written are also reported to the job's progress
 (`tapas_tf.pipelines.progress`) as they go.
+
+A bad element of a file that reads (a page the wikitext parser rejects, a line that is not an
+Interaction) is counted and skipped. A file that cannot be read to its end (a truncated or damaged
+bz2 or gzip stream, broken XML, a page that is not UTF-8, a TFRecord cut short) is a file failure:
+what was read before the damage is kept, the failure is counted (`files_failed_{reason}`), logged,
+and, given `failures_path`, written there as a `path<TAB>reason<TAB>message` line, so that the job
+can fail with the file and the byte named rather than end as if the file were whole.
 """
 
 import logging
@@ -23,16 +30,19 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
-from tapas_tf.data import number_annotation
+from tapas_tf.data import interaction_io, number_annotation
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.table_collection import normal_title, normalize_exclusion
 from tapas_tf.features.pretrain_config import PretrainConfig, PretrainSkip, split_of
 from tapas_tf.pipelines import progress
 from tapas_tf.pipelines.classifier_data import counter
-from tapas_tf.wikipedia import dump_reader, html_tables, wikitext_tables
+from tapas_tf.wikipedia import dump_reader, html_pages, html_tables, wikitext_tables
 from tapas_tf.wikipedia.pretrain_interactions import ExtractedTable, to_interaction
 
 SPLITS = ("train", "test")
+FILE_FAILURES = "file_failures"  # The tagged output of the DoFns that read files.
+# Page problems that mean the page's file could not be read (not a page the extractor rejects).
+PAGE_FILE_REASONS = frozenset(html_pages.PAGE_ERROR_REASONS)
 # Streams of a multistream dump read by one worker (about 100 pages each).
 STREAMS_PER_RANGE = 10
 
@@ -121,6 +131,8 @@ class _ExtractDumpFn(_ExcludingFn):
             if isinstance(item, dump_reader.DumpError):
                 counter(f"dump_errors_{item.reason}").inc()
                 logging.warning("%s", item)
+                if item.fatal:
+                    yield _file_failure(item.path, item.reason, str(item))
                 continue
             counter("pages_read").inc()
             progress.report(self._progress_key, pages=1)
@@ -156,9 +168,33 @@ class _ExtractHtmlFn(_ExcludingFn):
             reason = e.reason if isinstance(e, html_tables.PageError) else "unexpected_error"
             counter(f"pages_failed_{reason}").inc()
             logging.warning("Page %s failed: %s", path, e)
+            if reason in PAGE_FILE_REASONS:
+                yield _file_failure(getattr(e, "path", path), reason, str(e))
             return
         counter("pages_with_tables" if tables else "pages_without_tables").inc()
         yield from _emit(tables, rejections, page.title, self._excluded)
+
+
+def _file_failure(path: str, reason: str, message: str) -> pvalue.TaggedOutput:
+    counter(f"files_failed_{reason}").inc()
+    return pvalue.TaggedOutput(FILE_FAILURES, failure_line(path, reason, message))
+
+
+def failure_line(path: str, reason: str, message: str) -> str:
+    """`path<TAB>reason<TAB>message`, on one line whatever the message holds."""
+    return "\t".join(" ".join(str(field).split()) for field in (path, reason, message))
+
+
+def parse_failure_line(line: str) -> Dict[str, str]:
+    path, reason, message = line.rstrip("\n").split("\t", 2)
+    return {"path": path, "reason": reason, "message": message}
+
+
+def write_file_failures(failures, path: Optional[str], label: str) -> None:
+    """Writes the `FILE_FAILURES` lines to `path` (one file, empty when nothing failed)."""
+    if path:
+        _ = failures | f"{label}/WriteFailures" >> beam.io.WriteToText(path, shard_name_template="",
+                                                                      num_shards=1)
 
 
 def _open_binary(path: str):
@@ -193,12 +229,15 @@ class ExtractTables(beam.PTransform):
       exclusions_path: a file of table ids, WTQ/SQA table names or `title:...` lines to leave out.
       streams_per_range: bz2 streams of a multistream dump read by one worker.
       progress_key: a `progress.Progress.key` to report each page read to.
+      failures_path: where to write the files that could not be read to their end (see the module's
+        docstring); None: counted and logged only.
     """
 
     def __init__(self, dump_patterns: Iterable[str] = (), html_patterns: Iterable[str] = (),
                  exclusions_path: Optional[str] = None, streams_per_range: int = STREAMS_PER_RANGE,
-                 progress_key: Optional[str] = None):
+                 progress_key: Optional[str] = None, failures_path: Optional[str] = None):
         super().__init__()
+        self._failures_path = failures_path
         self._streams_per_range = streams_per_range
         self._dumps = list(dump_patterns)
         self._pages = list(html_patterns)
@@ -211,53 +250,60 @@ class ExtractTables(beam.PTransform):
             outputs.append(_matched(root, "Dumps", self._dumps)
                            | "Dumps/Split" >> beam.ParDo(_SplitDumpFn(self._streams_per_range))
                            | "Dumps/Spread" >> beam.Reshuffle()
-                           | "Dumps/Extract" >> beam.ParDo(_ExtractDumpFn(self._exclusions_path,
-                                                                          self._progress_key)))
+                           | "Dumps/Extract" >> beam.ParDo(_ExtractDumpFn(self._exclusions_path, self._progress_key)
+                                                           ).with_outputs(FILE_FAILURES, main="interactions"))
         if self._pages:
             outputs.append(_matched(root, "Pages", self._pages)
                            | "Pages/OnlyPages" >> beam.Filter(lambda p: p.endswith((".html", ".html.gz")))
                            | "Pages/Spread" >> beam.Reshuffle()
-                           | "Pages/Extract" >> beam.ParDo(_ExtractHtmlFn(self._exclusions_path,
-                                                                          self._progress_key)))
+                           | "Pages/Extract" >> beam.ParDo(_ExtractHtmlFn(self._exclusions_path, self._progress_key)
+                                                           ).with_outputs(FILE_FAILURES, main="interactions"))
         if not outputs:
             raise ValueError("ExtractTables needs dump or page patterns")
-        return tuple(outputs) | "Interactions" >> beam.Flatten()
+        failures = tuple(o[FILE_FAILURES] for o in outputs) | "FileFailures" >> beam.Flatten()
+        write_file_failures(failures, self._failures_path, "Extract")
+        return tuple(o.interactions for o in outputs) | "Interactions" >> beam.Flatten()
 
 
 # --- released interactions ----------------------------------------------------------------------
 
 
-class _ParseTextProtoFn(beam.DoFn):
-    def process(self, line: str) -> Iterator[interaction_pb2.Interaction]:
-        if not line.strip():
-            return
+class _ReadInteractionFileFn(beam.DoFn):
+    """An interaction file's path -> its Interactions; a line or record that does not parse is
+    counted (`interactions_bad_line`) and logged, a file cut short is a file failure."""
+
+    def process(self, path: str) -> Iterator:
+        counter("interaction_files_read").inc()
         try:
-            yield text_format.Parse(line, interaction_pb2.Interaction())
-        except text_format.ParseError as e:
-            counter("interactions_bad_line").inc()
-            logging.warning("Unreadable interaction line: %s", e)
+            for item in interaction_io.read_interactions_counting_lines(path, opener=_open_binary):
+                if isinstance(item, interaction_io.InteractionFormatError):
+                    counter("interactions_bad_line").inc()
+                    logging.warning("Unreadable interaction: %s", item)
+                else:
+                    yield item
+        except interaction_io.InteractionFileError as e:
+            logging.warning("%s", e)
+            yield _file_failure(e.path, e.reason, str(e))
 
 
 class ReadInteractionFiles(beam.PTransform):
     """Interaction files -> Interactions: one-line text protos (`.txtpb`, `.txtpb.gz`, as Google
-    released its corpus) or TFRecords of binary protos (anything else). A line that does not parse
-    is counted (`interactions_bad_line`) and skipped."""
+    released its corpus) or TFRecords of binary protos (anything else), each file read whole by one
+    worker (a gzip file cannot be split anyway). A line that does not parse is counted
+    (`interactions_bad_line`) and skipped; a file that cannot be read to its end is a file failure,
+    written to `failures_path` when given (see the module's docstring)."""
 
-    def __init__(self, patterns: Iterable[str]):
+    def __init__(self, patterns: Iterable[str], failures_path: Optional[str] = None):
         super().__init__()
         self._patterns = list(patterns)
+        self._failures_path = failures_path
 
     def expand(self, root):
-        text = [p for p in self._patterns if ".txtpb" in p]
-        binary = [p for p in self._patterns if ".txtpb" not in p]
-        outputs = []
-        for index, pattern in enumerate(text):
-            outputs.append(root | f"ReadText{index}" >> beam.io.ReadFromText(pattern)
-                           | f"ParseText{index}" >> beam.ParDo(_ParseTextProtoFn()))
-        for index, pattern in enumerate(binary):
-            outputs.append(root | f"ReadTFRecord{index}" >> beam.io.ReadFromTFRecord(
-                pattern, coder=beam.coders.ProtoCoder(interaction_pb2.Interaction)))
-        return tuple(outputs) | "AllInteractions" >> beam.Flatten()
+        read = (_matched(root, "InteractionFiles", self._patterns)
+                | "Spread" >> beam.Reshuffle()
+                | "Read" >> beam.ParDo(_ReadInteractionFileFn()).with_outputs(FILE_FAILURES, main="interactions"))
+        write_file_failures(read[FILE_FAILURES], self._failures_path, "ReadInteractions")
+        return read.interactions
 
 
 def write_text_protos(interactions, prefix: str, num_shards: int = 0):

@@ -82,7 +82,10 @@ def _decode(path: str, raw: bytes) -> str:
     if path.endswith(".gz"):
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as error:
+        except EOFError as error:
+            raise PageError("bad_gzip", path, f"the gzip data ends at byte {len(raw)} before its end marker "
+                            "(the file is truncated)") from error
+        except (OSError, zlib.error) as error:
             raise PageError("bad_gzip", path, f"not a valid gzip file ({error})") from error
     try:
         return raw.decode("utf-8")
