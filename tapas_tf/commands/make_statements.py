@@ -25,7 +25,7 @@ from absl import flags
 
 import tapas_tf.cli as cli
 from tapas_tf.data.readers.common import ReaderError
-from tapas_tf.data.readers.tabfact import TABLES_DIR, read_table
+from tapas_tf.data.readers.tabfact import TABLES_DIR, load_split, read_table
 from tapas_tf.data.synthetic_statements import (ENTAILED, Statement, StatementTable, counterfactual,
                                                 synthetic_statements)
 
@@ -76,13 +76,13 @@ def statements_for_table(table: StatementTable, statements: List[str], labels: L
 
 def _read_split(split_file: str) -> Dict[str, List[Any]]:
     try:
-        with open(split_file, encoding="utf-8") as f:
-            split = json.load(f)
-    except FileNotFoundError:
-        cli.fail(PROG, f"{split_file}: file not found (--input_dir is a TabFact release with "
-                 f"{FLAGS.split}_examples.json and all_csv/)", cli.ERROR_EXIT_CODE)
-    except (ValueError, UnicodeDecodeError) as e:
-        cli.fail(PROG, f"{split_file}: not a TabFact split file ({cli.one_line(e)})", cli.ERROR_EXIT_CODE)
+        split = load_split(split_file)
+    except ReaderError as e:
+        if e.reason == "missing_file":
+            cli.fail(PROG, f"{split_file}: file not found (--input_dir is a TabFact release with "
+                     f"{FLAGS.split}_examples.json and all_csv/)", cli.ERROR_EXIT_CODE)
+        # Not a JSON object, or not valid JSON: the reader's one line, naming the file, line and column.
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     bad = [table_id for table_id, entry in split.items()
            if not (isinstance(entry, list) and len(entry) >= 2 and isinstance(entry[0], list)
                    and isinstance(entry[1], list) and len(entry[0]) == len(entry[1]))] \

@@ -139,6 +139,11 @@ def create_data(spec: TaskSpec, pipeline_args: List[str]) -> None:
     for line in report_lines(report):
         logging.info("%s", line)
     logging.info("Report: %s", os.path.join(FLAGS.output_dir, REPORT_FILE))
+    failed = [failure for split in report["splits"].values() for failure in split.get("file_failures", [])]
+    if failed:
+        # A split cut short by a damaged file must not look like a smaller split.
+        raise ValueError(f"{len(failed)} input file(s) could not be read to the end (what came before the damage "
+                         f"was converted; see {REPORT_FILE} and failures/): {failed[0]['message']}")
 
 
 def train(spec: TaskSpec, pipeline_args: List[str]) -> None:

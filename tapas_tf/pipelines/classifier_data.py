@@ -21,6 +21,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 
 from tapas_tf.data import number_annotation
+from tapas_tf.data.interaction_io import InteractionFileError
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers import sqa
 from tapas_tf.data.readers.common import ReaderError
@@ -77,6 +78,13 @@ class _ReadFileFn(beam.DoFn):
                 else:
                     counter("interactions_read").inc()
                     yield item
+        except (InteractionFileError, ReaderError) as e:
+            # The file cannot be read to its end (truncated, not valid JSON, ...): what came before is
+            # kept, and the report's `files_failed` makes the job's command fail.
+            reason = getattr(e, "reason", "unreadable_file")
+            logging.warning("%s", e)
+            counter(f"files_failed_{reason}").inc()
+            yield pvalue.TaggedOutput(FAILED, Failure(getattr(e, "path", None) or tsv_path, "", "", reason, str(e)))
         except Exception as e:  # pylint: disable=broad-except
             # A reader bug must not stop the other files; the report shows the file as unaccounted.
             logging.exception("Reading %s failed", tsv_path)

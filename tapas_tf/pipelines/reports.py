@@ -6,7 +6,9 @@ Per split, the report accounts for every input line and every question (docs/DAT
     questions_read   == examples_written + sum(skipped) + sum(dropped)
 
 (`lines.tables` counts the lines of WikiSQL's tables files that became tables; the TSV releases
-have 0.) `adds_up` says whether both hold. `fraction_converted` counts each skipped line as a lost
+have 0.) `files_failed` counts, by reason, the split's files that could not be read to their end
+(a truncated TFRecord, JSON that breaks off), and `file_failures` names them with the message;
+`adds_up` says whether both equations hold and no file failed. `fraction_converted` counts each skipped line as a lost
 question: examples_written / (questions_read + sum(lines.skipped)).
 
 `drop_rows_to_fit` says how the split treated tables that do not fit: `enabled` (trailing rows
@@ -16,7 +18,7 @@ and `rows`, how many questions had rows dropped and how many rows that was in al
 """
 
 import logging
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from apache_beam.metrics.metric import MetricsFilter
 
@@ -43,9 +45,12 @@ def split_report(values: Dict[str, int]) -> dict:
     questions = values.get("questions_read", 0)
     written = values.get("examples_written", 0)
     lost_lines = sum(lines_skipped.values())
+    files_failed = _by_prefix(values, "files_failed_")
+    if values.get("read_unexpected_error"):
+        files_failed["unexpected_error"] = values["read_unexpected_error"]
     adds_up = (lines_read == lines["header"] + lines["questions"] + lines["tables"] + lost_lines
                and questions == written + sum(skipped.values()) + sum(dropped.values())
-               and not values.get("read_unexpected_error"))
+               and not files_failed)
     return {
         "lines_read": lines_read,
         "lines": lines,
@@ -57,6 +62,7 @@ def split_report(values: Dict[str, int]) -> dict:
         "limits": {k: v for k, v in sorted(values.items())
                    if k.startswith("limit_") or k.startswith("examples_with_")},
         "reader": _by_prefix(values, "reader_"),
+        "files_failed": files_failed,
         "adds_up": adds_up,
     }
 
@@ -91,5 +97,21 @@ def collect_report(result, splits: Sequence[Split], output_dir: str,
             logging.warning("%s: the counts do not add up (%s); see the failures file", split.name, split_result)
         if config is not None:
             split_result["drop_rows_to_fit"] = rows_dropped_report(split_result, config, split)
-        report["splits"][split.name] = {**split_result, "files": split_paths(output_dir, split.name)}
+        paths = split_paths(output_dir, split.name)
+        if split_result["files_failed"]:
+            split_result["file_failures"] = file_failure_rows(paths["failures"], split_result["files_failed"])
+        report["splits"][split.name] = {**split_result, "files": paths}
     return report
+
+
+def file_failure_rows(failures_path: str, reasons: Dict[str, int]) -> List[Dict[str, str]]:
+    """The rows of a split's failures file that are whole files not read to their end:
+    [{"path", "reason", "message"}], for the report and the command's error."""
+    rows = []
+    with open(failures_path, encoding="utf-8") as f:
+        next(f, None)  # The header line.
+        for line in f:
+            file, lines, question_id, reason, message = (line.rstrip("\n").split("\t", 4) + [""] * 5)[:5]
+            if reason in reasons and not question_id and not lines:
+                rows.append({"path": file, "reason": reason, "message": message})
+    return rows

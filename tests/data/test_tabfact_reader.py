@@ -8,6 +8,8 @@ import pytest
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.readers.common import ReaderError
 from tapas_tf.data.readers.tabfact import TabFactFile, parse_table
+from tapas_tf.pipelines.reports import REPORT_FILE
+from tests.command_runner import run_command
 
 SPLIT = """{
 "1-1.html.csv": [
@@ -91,10 +93,53 @@ def test_a_one_line_file_and_broken_json(tmp_path):
     items = list(reader.interactions())
     assert [i.questions[0].text for i in items[:2]] == ["s1", "s2"] and items[2].reason == "malformed_entry"
     assert reader.lines_read == 1 == reader.question_lines and items[2].num_lines == 0
+    # Broken JSON is an error of the whole file: the header check refuses it, naming line and column.
     path.write_text('{\n"t.csv": [["s1"], [1], "c"],\n"u.csv": [["s2"], [1\n')
-    items = list(TabFactFile(str(path), str(tmp_path)).interactions())
-    assert isinstance(items[0], interaction_pb2.Interaction)
-    assert items[1].reason == "malformed_json" and (items[1].first_line, items[1].last_line) == (3, 3)
+    reader = TabFactFile(str(path), str(tmp_path))
+    with pytest.raises(ReaderError) as refused:
+        reader.check_header()
+    assert refused.value.reason == "malformed_json" and refused.value.first_line == 4
+    assert str(refused.value) == f"{path}:4:1: not valid JSON (Expecting ',' delimiter, at byte 52)"
+    # If the file breaks after the check, reading raises the same error after the entries before it.
+    items = reader.interactions()
+    assert isinstance(next(items), interaction_pb2.Interaction)
+    with pytest.raises(ReaderError, match=r"train_examples.json:4:1: not valid JSON") as raised:
+        next(items)
+    assert raised.value.reason == "malformed_json"
+
+
+def test_a_truncated_release_file_is_refused_up_front(release):
+    path = release / "val_examples.json"
+    cut = SPLIT.index('"the bad entry"') + 5  # Inside a string of the second entry, on line 15.
+    path.write_text(SPLIT[:cut])
+    with pytest.raises(ReaderError) as refused:
+        TabFactFile(str(path), str(release)).check_header()
+    assert (refused.value.reason, refused.value.path, refused.value.first_line) == (
+        "malformed_json", str(path), 15)
+    assert str(refused.value) == f"{path}:15:1: not valid JSON (Unterminated string starting at byte {cut - 5})"
+    # The column counts characters, the byte offset the file's UTF-8 bytes (each "é" is two).
+    text = '{"été.csv": [["s"], [1]], "é": [["s"], [1]] x}'
+    path.write_text(text, encoding="utf-8")
+    column, offset = text.index("x") + 1, len(text[:text.index("x")].encode("utf-8"))
+    assert offset == column - 1 + 3
+    with pytest.raises(ReaderError, match=rf":1:{column}: not valid JSON \(Expecting ',' delimiter, "
+                       rf"at byte {offset}\)"):
+        TabFactFile(str(path), str(release)).check_header()
+
+
+def test_create_data_and_make_statements_stop_on_a_truncated_file(release, tmp_path_factory):
+    (release / "train_examples.json").write_text(SPLIT[:SPLIT.index('"the bad entry"') + 5])
+    out = tmp_path_factory.mktemp("out")
+    result = run_command("create-data", "--task=TABFACT", f"--input_dir={release}", f"--output_dir={out}",
+                         "--noprogress_bar", cwd=str(release))
+    assert result.returncode != 0
+    message = f"{release / 'train_examples.json'}:15:1: not valid JSON (Unterminated string"
+    assert f"create-data: error: {message}" in result.stderr, result.stderr[-3000:]
+    assert not (out / REPORT_FILE).exists()
+    result = run_command("make-statements", f"--input_dir={release}", f"--output_dir={out / 'statements'}",
+                         cwd=str(release))
+    assert result.returncode != 0 and f"make-statements: error: {message}" in result.stderr, result.stderr
+    assert not (out / "statements").exists()
 
 
 def test_the_header_check_names_the_file(tmp_path):

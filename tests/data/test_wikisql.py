@@ -329,3 +329,35 @@ def test_differs_from_release(tmp_path):
     assert reader.release_answers_compared == 4
     assert reader.differs_from_release == 1
     assert reader.differing_question_ids == ["dev-3_0"]
+
+
+@pytest.mark.parametrize("content, line, why", [
+    (json.dumps([json.loads(q()), json.loads(q())], indent=1).encode(), 1,
+     "the line is not JSON (Expecting value at column 2)"),  # A JSON array file, pretty-printed.
+    (json.dumps([json.loads(q())]).encode(), 1, "the line is a JSON list, not an object"),  # On one line.
+    (b"\n  \n\x1f\x8b\x08\x00binary", 3, "byte 1 of the line is not valid UTF-8"),  # gzip, after blank lines.
+    (b"table_id\tquestion\n", 1, "the line is not JSON"),
+])
+def test_a_file_that_is_not_jsonl_is_refused_up_front(tmp_path, content, line, why):
+    questions, tables = write(tmp_path, [q()])
+    for bad, good in ((questions, tables), (tables, questions)):
+        original = open(bad, "rb").read()
+        open(bad, "wb").write(content)
+        with pytest.raises(ReaderError) as refused:
+            wikisql.WikiSqlFile(questions, tables).check_header()
+        assert (refused.value.reason, refused.value.path, refused.value.first_line) == ("bad_header", bad, line)
+        assert str(refused.value).startswith(f"{bad}:{line}: not a JSONL file: {why}")
+        open(bad, "wb").write(original)
+    wikisql.WikiSqlFile(questions, tables).check_header()  # Both restored: accepted.
+
+
+def test_bad_lines_after_a_good_first_line_are_still_counted_not_refused(tmp_path):
+    questions, tables = write(tmp_path, ["", q(), b"\x1f\x8b", "[1, 2]"])
+    reader = wikisql.WikiSqlFile(questions, tables)
+    reader.check_header()  # The first non-blank line is a JSON object.
+    interactions, errors = read_all(reader)
+    assert len(interactions) == 1
+    assert [(e.reason, e.first_line) for e in errors] == [
+        ("blank_line", 1), ("invalid_utf8", 3), ("malformed_line", 4)]
+    open(questions, "w").close()
+    wikisql.WikiSqlFile(questions, tables).check_header()  # An empty file has no line to refuse.

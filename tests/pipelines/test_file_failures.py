@@ -157,3 +157,25 @@ def test_the_command_fails_on_a_truncated_dump_and_keeps_its_pages(tmp_path):
     accepted = run_command(*args, "--allow_file_failures")
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(accepted.stdout)["files_failed_truncated_bz2"] == 1
+
+
+def test_create_data_fails_on_a_tfrecord_cut_short_and_reports_it(tmp_path):
+    """The task data job: the interactions before the cut are converted, the report names the file
+    (`files_failed`, `file_failures`, adds_up false) and the command exits 1 with it."""
+    release = tmp_path / "tables"
+    records = release / "train.tfrecord"
+    interaction_io.write_interactions(str(records), [_interaction(i) for i in range(6)])
+    data = records.read_bytes()
+    records.write_bytes(data[:len(data) - 30])
+    vocab = write_test_vocab(str(tmp_path / "vocab.txt"), ["oslo", "bergen", "city", "people"])
+    out = tmp_path / "out"
+    failed = run_command("create-data", "--task=SYNTHETIC", f"--input_dir={release}", f"--output_dir={out}",
+                         f"--vocab_file={vocab}", "--noprogress_bar")
+    assert failed.returncode == 1, failed.stderr
+    error = failed.stderr.strip().splitlines()[-2]
+    assert error.startswith("tapas-tf create-data: error: 1 input file(s) could not be read to the end")
+    assert f"{records}: record 6 is truncated" in error
+    split = json.loads((out / "conversion_report.json").read_text())["splits"]["train"]
+    assert split["files_failed"] == {"truncated_record": 1} and split["adds_up"] is False
+    assert split["file_failures"][0]["path"] == str(records)
+    assert split["examples_written"] > 0  # The tables before the cut.

@@ -17,8 +17,10 @@ Each statement becomes one interaction: the table, one question (the statement) 
 accounted for (docs/DATA_CONTRACT.md): the lines of an entry are question lines; an entry that is
 not `[statements, labels, caption]` is a line error ("malformed_entry") covering its lines; a
 statement whose table is missing or unreadable is read and yielded as a question error (it names the
-statement); the object's own braces are header lines. A file that is not a JSON object stops with
-one line error for the rest of the file.
+statement); the object's own braces are header lines. A file that is not a JSON object, or not
+valid JSON at all (truncated, say), is refused whole by `check_header()` with one error naming the
+file, line and column ("bad_header", "malformed_json"); `interactions()` raises that error too if
+the file went bad after the check.
 """
 
 import bisect
@@ -110,18 +112,9 @@ class TabFactFile:
         self._line_error_lines = 0
 
     def check_header(self) -> None:
-        """Raises ReaderError when the file is missing or does not start a JSON object."""
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                start = f.read(4096).lstrip()
-        except FileNotFoundError:
-            raise ReaderError("missing_file", f"{self.path}: file not found", path=self.path) from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ReaderError("unreadable_file", f"{self.path}: cannot read it ({e})",
-                              path=self.path) from None
-        if not start.startswith("{"):
-            raise ReaderError("bad_header", f"{self.path}: not a TabFact split file (a JSON object of "
-                              "table id -> [statements, labels, caption])", path=self.path, first_line=1)
+        """Raises ReaderError when the file is missing, unreadable, not a JSON object ("bad_header") or
+        not valid JSON anywhere in it ("malformed_json", naming the line and column)."""
+        load_split(self.path)
 
     def reader_counts(self) -> Dict[str, int]:
         """After `interactions()`: statements by label, and tables that could not be read."""
@@ -143,11 +136,11 @@ class TabFactFile:
             if item.error is not None or _entry_problem(item.value):
                 self._line_error_lines += num_lines
             if item.error is not None:
-                yield ReaderError(item.error[0], f"{self.path}:{first}: {item.error[1]}", self.path,
-                                  *(span or (None, None)))
-                if item.error[0] == "malformed_json":
-                    break
-                continue
+                # The file is not valid JSON (it changed after `check_header()`): an error of the
+                # whole file, not of its lines.
+                parse_split(text, self.path)
+                raise ReaderError(item.error[0], f"{self.path}:{first}: {item.error[1]}",
+                                  path=self.path, first_line=first)
             problem = _entry_problem(item.value)
             if problem:
                 yield ReaderError("malformed_entry", f"{self.path}:{first}: entry {item.key!r}: {problem}",
@@ -177,6 +170,46 @@ class TabFactFile:
                 continue
             self.labels[label] += 1
             yield build_interaction(question_id, statement, label, table)
+
+
+def load_split(path: str) -> Dict[str, Any]:
+    """The split file's JSON object (table id -> entry; the entries are not checked).
+
+    Raises:
+      ReaderError: "missing_file", "unreadable_file" (or not UTF-8), or as `parse_split`.
+    """
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except FileNotFoundError:
+        raise ReaderError("missing_file", f"{path}: file not found", path=path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReaderError("unreadable_file", f"{path}: cannot read it ({e})", path=path) from None
+    return parse_split(text, path)
+
+
+def parse_split(text: str, path: str) -> Dict[str, Any]:
+    """The JSON object of a split file's text.
+
+    Raises:
+      ReaderError: "bad_header" when the text does not start a JSON object; "malformed_json" when it
+        is not valid JSON, as `PATH:LINE:COLUMN: not valid JSON (MESSAGE, at byte N)`
+        (the byte offset counted in the file's UTF-8).
+    """
+    if not text.lstrip().startswith("{"):
+        raise ReaderError("bad_header", f"{path}: not a TabFact split file (a JSON object of "
+                          "table id -> [statements, labels, caption])", path=path, first_line=1)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        offset = len(text[:e.pos].encode("utf-8"))
+        # "Unterminated string starting at" ends where the position goes; "Expecting value" does not.
+        where = f"{e.msg} byte {offset}" if e.msg.endswith(" at") else f"{e.msg}, at byte {offset}"
+        raise ReaderError("malformed_json", f"{path}:{e.lineno}:{e.colno}: not valid JSON ({where})",
+                          path=path, first_line=e.lineno) from None
+    except (ValueError, RecursionError) as e:  # An integer with too many digits, deep nesting: no position.
+        raise ReaderError("malformed_json", f"{path}: not valid JSON ({type(e).__name__}: {e})",
+                          path=path) from None
 
 
 def build_interaction(interaction_id: str, statement: str, label: int,

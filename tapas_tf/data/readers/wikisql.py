@@ -28,7 +28,9 @@ blank line, invalid JSON, a missing field) are line errors ("invalid_utf8", "bla
 "bad_operator", "bad_condition"). After `interactions()`:
 `lines_read == question_lines + the lines of the errors without question_id`. Bad lines of the
 tables file are yielded first as line errors on that file ("malformed_line", "bad_table",
-"duplicate_table"); `table_lines_read == tables_read + their lines`.
+"duplicate_table"); `table_lines_read == tables_read + their lines`. A file that is not JSON lines
+at all (its first non-blank line is not a JSON object: a gzip file, a JSON array) is refused whole
+by `check_header()` ("bad_header"), before any line is read.
 
 If a question line carries a released "answer" (some WikiSQL derivatives add one: a value or a
 list of values), it is compared with the executed answer (order-insensitive; numbers compared
@@ -111,6 +113,43 @@ def _iter_lines(path: str) -> Iterator[Tuple[int, bytes]]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             yield number, raw.rstrip(b"\r\n")
+
+
+def check_jsonl(path: str) -> None:
+    """Raises ReaderError("bad_header") when the first non-blank line of `path` is not a JSON object
+    (invalid UTF-8, not JSON, or another JSON value: a gzip file, a JSON array file), so that a file
+    that is not JSON lines at all is refused whole rather than read as that many bad lines. A file
+    with no non-blank line passes (it has no line to refuse); later bad lines are line errors.
+
+    Raises:
+      ReaderError: "bad_header" as above, "unreadable_file" when it cannot be read.
+    """
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                if raw.strip():
+                    break
+            else:
+                return
+    except OSError as e:
+        raise _file_error(path, e) from None
+
+    def refuse(why: str):
+        return ReaderError("bad_header", f"{path}:{number}: not a JSONL file: {why}", path=path,
+                           first_line=number)
+
+    try:
+        text = raw.rstrip(b"\r\n").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise refuse(f"byte {e.start} of the line is not valid UTF-8 (a binary or compressed file?)") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise refuse(f"the line is not JSON ({e.msg} at column {e.colno}); each line is one JSON object") from None
+    except (ValueError, RecursionError) as e:
+        raise refuse(f"the line is not JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(value, dict):
+        raise refuse(f"the line is a JSON {type(value).__name__}, not an object; each line is one JSON object")
 
 
 def _is_cell(value) -> bool:
@@ -273,10 +312,12 @@ class WikiSqlFile:
         return self.tables.tables_read
 
     def check_files(self) -> None:
-        """Raises ReaderError("missing_file") naming a question or tables file that is missing."""
+        """Raises ReaderError naming a question or tables file that is missing ("missing_file") or
+        is not JSON lines at all ("bad_header": its first non-blank line is not a JSON object)."""
         for path in (self.jsonl_path, self.tables_path):
             if not os.path.isfile(path):
                 raise ReaderError("missing_file", f"{path}: file not found", path=path)
+            check_jsonl(path)
 
     check_header = check_files  # The name the create_data job calls on every release file.
 
