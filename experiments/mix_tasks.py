@@ -22,7 +22,7 @@ scored on both dev sets. Writes:
 
 import argparse
 import collections
-import csv
+import gzip
 import json
 import os
 import random
@@ -75,6 +75,7 @@ def main(argv=None) -> int:
 
     counts = collections.Counter()
     kept = []
+    manifest = collections.defaultdict(set)  # task -> manifest names of the tables it trains on
     for task, path in (("WTQ", args.wtq_data), ("SQA", args.sqa_data)):
         records = wtq_records if task == "WTQ" else tf.data.TFRecordDataset(os.path.join(path, "tf_examples/train.tfrecord"))
         for record in records:
@@ -88,6 +89,7 @@ def main(argv=None) -> int:
             else:
                 counts[f"{task}_kept"] += 1
                 kept.append((task, record))
+                manifest[task].add(decision.manifest_name)
     rng.shuffle(kept)
     os.makedirs(os.path.join(args.output_dir, "tf_examples"), exist_ok=True)
     os.makedirs(os.path.join(args.output_dir, "interactions"), exist_ok=True)
@@ -105,8 +107,14 @@ def main(argv=None) -> int:
                 if table_key(interaction.table.table_id) in holdout:
                     counts[f"{task}_holdout_interactions"] += 1
                     writer.write(interaction.SerializeToString())
+    # What each task's half trains on, as a bundled model's training_tables.txt.gz names it.
+    for task, names in manifest.items():
+        with gzip.open(os.path.join(args.output_dir, f"training_tables_{task.lower()}.txt.gz"), "wt",
+                       encoding="utf-8") as f:
+            f.writelines(f"{name}\n" for name in sorted(names))
     report = {"counts": dict(sorted(counts.items())), "examples_written": len(kept),
-              "holdout_tables": sorted(holdout), "seed": args.seed}
+              "holdout_tables": sorted(holdout), "seed": args.seed,
+              "tables_used": {task: sorted(names) for task, names in sorted(manifest.items())}}
     with open(os.path.join(args.output_dir, "mix_report.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report["counts"]), f"-> {args.output_dir}")

@@ -16,7 +16,9 @@ accuracy (`wtq_dev_metrics.json`), required for the aggregation model; TabFact's
 (`dev_metrics.json` of `--task=TABFACT`) for the TabFact model (TABFACT_DIR). Every bundled model's
 weights together (LiteRT copies included) must stay within MAX_BUNDLED_BYTES. Errors are one line,
 `tapas-tf bundle: error: ...`. Then `tapas-tf export --export_lite --model_dir=OUT_DIR` adds the
-LiteRT copy that answers first.
+LiteRT copy that answers first. `--training_tables=MANIFEST` (once per training stage) writes the
+union of the stages' table manifests as the bundle's `training_tables.txt.gz`
+(`tapas_tf.data.table_manifest`), and its count into `compact.json`.
 """
 
 import json
@@ -42,6 +44,9 @@ def define_flags() -> None:
     flags.DEFINE_string("note", "", "A sentence on what the model is.")
     flags.DEFINE_enum("weights", "float16", ["float16", "int8"], "How the weights are stored: int8 (weight-only, "
                       "a scale per row or column) is half the size; check its dev answers against float16's.")
+    flags.DEFINE_multi_string("training_tables", [], "A manifest of tables that a stage of the model's training "
+                              "saw (collect-tables --manifest_out, the fine-tuning mix's); repeat it for every "
+                              "stage. Their union becomes the bundle's training_tables.txt.gz.")
     flags.mark_flag_as_required("model_dir")
 
 
@@ -65,12 +70,18 @@ def _bundle() -> None:
     from tapas_tf.checkpoints import compact
     from tapas_tf.checkpoints.bundled import (AGGREGATION_DIR, BUNDLED_DIR, MAX_BUNDLED_BYTES, TABFACT_DIR,
                                               bundled_weights_bytes)
+    from tapas_tf.data import table_manifest
     from tapas_tf.features.vocab import resolve_vocab_file
 
     conversation = FLAGS.role == "conversation"
     default_dir = {"conversation": BUNDLED_DIR, "aggregation": AGGREGATION_DIR, "tabfact": TABFACT_DIR}
     out_dir = FLAGS.out_dir or default_dir[FLAGS.role]
     notes = {"about": FLAGS.note, "role": FLAGS.role, "commands": FLAGS.command}
+    # Read before anything is written, so that a bad manifest leaves no half-made bundle.
+    training_tables = table_manifest.merge_manifests(FLAGS.training_tables)
+    if FLAGS.training_tables:
+        notes["training_tables"] = {"file": table_manifest.MANIFEST_FILE, "tables": len(training_tables),
+                                    "stages": [os.path.basename(p) for p in FLAGS.training_tables]}
     predictions = os.path.join(FLAGS.model_dir, "predictions")
     if FLAGS.role == "tabfact":  # TabFact dev (val) accuracy, from predict_and_evaluate --task=TABFACT.
         notes["tabfact_dev"] = _metrics(FLAGS.model_dir, "dev")
@@ -86,6 +97,8 @@ def _bundle() -> None:
     # BERT vocabulary comes from on the user's machine.
     vocab = os.path.join(FLAGS.model_dir, "vocab.txt")
     shutil.copy(vocab if os.path.exists(vocab) else resolve_vocab_file(None), os.path.join(out_dir, "vocab.txt"))
+    if FLAGS.training_tables:
+        table_manifest.write_manifest(os.path.join(out_dir, table_manifest.MANIFEST_FILE), training_tables)
     sizes = {name: os.path.getsize(os.path.join(out_dir, name)) for name in sorted(os.listdir(out_dir))}
     print(json.dumps({"out_dir": out_dir, "files": sizes, "weights_bytes": info["weights_bytes"],
                       "max_abs_rounding_error": info["max_abs_rounding_error"]}, indent=2))

@@ -1,5 +1,6 @@
 """Compact (float16) model directories, and the model bundled with the package."""
 
+import gzip
 import json
 import os
 
@@ -210,3 +211,35 @@ def test_bundle_command_writes_a_compact_directory_with_its_dev_scores(source, t
     assert notes == {"about": "a test", "role": "aggregation", "commands": ["train it"],
                      "wtq_dev": {"denotation_accuracy": 0.25}}
     assert "bundled weights" in result.stdout
+
+
+def test_bundle_writes_the_union_of_the_stages_table_manifests(source, tmp_path):
+    """`--training_tables` once per stage: the bundle's training_tables.txt.gz is their sorted union,
+    and compact.json counts it; a bad manifest line stops the bundle before anything is written."""
+    predictions = os.path.join(source, "predictions")
+    os.makedirs(predictions, exist_ok=True)
+    with open(os.path.join(predictions, "wtq_dev_metrics.json"), "w") as f:
+        json.dump({"denotation_accuracy": 0.25}, f)
+    synthetic = tmp_path / "synthetic_tables.txt.gz"
+    with gzip.open(synthetic, "wt") as f:
+        f.write("page:204-page/590#0\nwtq:csv/204-csv/590.csv\n")
+    finetuning = tmp_path / "training_tables_wtq.txt"
+    finetuning.write_text("wtq:csv/204-csv/590.csv\nwtq:csv/203-csv/1.csv\n\n")
+    out = tmp_path / "bundle" / "wtq"
+    result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={out}",
+                         f"--training_tables={synthetic}", f"--training_tables={finetuning}")
+    assert result.returncode == 0, result.stderr
+    with gzip.open(out / "training_tables.txt.gz", "rt") as f:
+        assert f.read() == "page:204-page/590#0\nwtq:csv/203-csv/1.csv\nwtq:csv/204-csv/590.csv\n"
+    with open(out / compact.INFO_FILE) as f:
+        assert json.load(f)["notes"]["training_tables"] == {
+            "file": "training_tables.txt.gz", "tables": 3,
+            "stages": ["synthetic_tables.txt.gz", "training_tables_wtq.txt"]}
+    bad = tmp_path / "bad.txt"
+    bad.write_text("wtq:csv/204-csv/590.csv\ncsv/204-csv/591.csv\n")
+    other = tmp_path / "bundle" / "other"
+    result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={other}",
+                         f"--training_tables={bad}")
+    assert result.returncode == 1 and result.stderr.strip().startswith(
+        f"tapas-tf bundle: error: {bad}:2: not a manifest line")
+    assert not other.exists()
