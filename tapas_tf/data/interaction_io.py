@@ -19,6 +19,7 @@ file and the byte or record where it broke off.
 
 import gzip
 import io
+import itertools
 import os
 import re
 import zlib
@@ -122,12 +123,6 @@ def _parse_text_line(path: str, line_number: int, line: bytes) -> Interaction:
         raise InteractionFormatError(f"{path}:{line_number}: {e}") from e
 
 
-def _read_text(path: str) -> Iterator[Interaction]:
-    for line_number, line in _text_lines(path, _open_binary_local):
-        if line.strip():
-            yield _parse_text_line(path, line_number, line)
-
-
 def _tfrecord_compression(path: str) -> str:
     return "GZIP" if path.endswith(".gz") else ""
 
@@ -141,35 +136,13 @@ def _data_loss_reason(message: str) -> str:
     return match.group(0) if match else message.strip().splitlines()[0]
 
 
-def _read_tfrecord(path: str) -> Iterator[Interaction]:
+def _read_tfrecord_records(path: str) -> Iterator[Union[Interaction, InteractionFormatError]]:
+    """The records of a TFRecord file as Interactions; a record that is not one is yielded as an
+    error (records are framed, so the ones after it still read), a file cut short raises."""
     import tensorflow as tf  # Imported lazily: text files need no TensorFlow.
 
-    dataset = tf.data.TFRecordDataset(path, compression_type=_tfrecord_compression(path))
-    records = dataset.as_numpy_iterator()
-    record_number = 0
-    while True:
-        record_number += 1
-        try:
-            record = next(records)
-        except StopIteration:
-            return
-        except tf.errors.DataLossError as e:  # A file cut short (an interrupted copy) or damaged.
-            raise InteractionFileError(
-                "truncated_record", path, f"{path}: record {record_number} is truncated or corrupt ({_data_loss_reason(e.message)}); "
-                "recreate or copy the file again") from e
-        try:
-            yield Interaction.FromString(record)
-        except DecodeError as e:
-            raise InteractionFormatError(f"{path}: record {record_number}: {e}") from e
-
-
-def _read_tfrecord_records(path: str) -> Iterator[Union[Interaction, InteractionFormatError]]:
-    """Like `_read_tfrecord`, but a record that is not an Interaction is yielded as an error: records
-    are framed, so the ones after it still read."""
-    import tensorflow as tf
-
     records = tf.data.TFRecordDataset(path, compression_type=_tfrecord_compression(path)).as_numpy_iterator()
-    for record_number in _count_from(1):
+    for record_number in itertools.count(1):
         try:
             record = next(records)
         except StopIteration:
@@ -184,12 +157,6 @@ def _read_tfrecord_records(path: str) -> Iterator[Union[Interaction, Interaction
             yield Interaction.FromString(record)
         except DecodeError as e:
             yield InteractionFormatError(f"{path}: record {record_number}: not an Interaction ({e})")
-
-
-def _count_from(start: int) -> Iterator[int]:
-    while True:
-        yield start
-        start += 1
 
 
 def read_interactions_counting_lines(path: str, opener: Callable[[str], BinaryIO] = _open_binary_local
@@ -219,13 +186,19 @@ def read_interactions_counting_lines(path: str, opener: Callable[[str], BinaryIO
 
 
 def read_interactions(path: str) -> Iterator[Interaction]:
-    """Yields the interactions of one file, in file order."""
+    """Yields the interactions of one file, in file order; the first line or record that does not
+    parse raises its `InteractionFormatError`."""
     check_known_suffix(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such interaction file")
-    if is_text_format(path):
-        return _read_text(path)
-    return _read_tfrecord(path)
+    return _raise_first_error(read_interactions_counting_lines(path))
+
+
+def _raise_first_error(items: Iterator[Union[Interaction, InteractionFormatError]]) -> Iterator[Interaction]:
+    for item in items:
+        if isinstance(item, InteractionFormatError):
+            raise item
+        yield item
 
 
 def write_interactions(path: str, interactions: Iterable[Interaction]) -> int:
