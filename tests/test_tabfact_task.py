@@ -174,3 +174,47 @@ def test_make_statements_errors_name_the_file(tmp_path):
     (tmp_path / "train_examples.json").write_text(json.dumps({"t.csv": ["only one part"]}))
     result = _make_statements(f"--input_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", cwd=tmp_path)
     assert result.returncode != 0 and "entry 't.csv' is not [statements, labels, caption]" in result.stderr
+
+
+def test_make_statements_takes_only_train_tables_and_lists_them(tmp_path):
+    """The training-data rule: a TabFact table outside train_examples.json gives no statement, is
+    counted by reason, and the tables used are the run's manifest."""
+    from tapas_tf.data.table_manifest import read_manifest
+
+    release, statements = tmp_path / "tabfact", tmp_path / "statements"
+    (release / "all_csv").mkdir(parents=True)
+    for name in ("1-1-1.html.csv", "1-1-2.html.csv", "1-1-3.html.csv"):
+        (release / "all_csv" / name).write_text("pylon#height\na#310\nb#295\nc#270\n")
+    (release / "train_examples.json").write_text(json.dumps({
+        "1-1-1.html.csv": [["the tallest pylon is a"], [1], "pylons"]}))
+    (release / "val_examples.json").write_text(json.dumps({
+        "1-1-2.html.csv": [["the tallest pylon is b"], [0], "pylons"]}))
+    (release / "test_examples.json").write_text(json.dumps({
+        "1-1-3.html.csv": [["the tallest pylon is a"], [1], "pylons"]}))
+    result = _make_statements(f"--input_dir={release}", f"--output_dir={statements}", "--pairs_per_table=2",
+                              cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((statements / "statements_report.json").read_text())
+    assert report["excluded_by_reason"] == {} and report["manifest"]["tables"] == 1
+    assert read_manifest(str(statements / "training_tables.txt.gz")) == ["tabfact:1-1-1.html.csv"]
+
+    for split in ("val", "test"):
+        result = _make_statements(f"--input_dir={release}", f"--output_dir={tmp_path / split}",
+                                  f"--split={split}", cwd=tmp_path)
+        assert result.returncode != 0
+        assert "1 of 1 tables of --split=" + split in result.stderr
+        assert '"tabfact_outside_train": 1' in result.stderr
+        assert "every table of --split=" + split + " is outside TabFact train" in result.stderr
+        assert not (tmp_path / split / "train_examples.json").exists()
+
+
+def test_make_statements_on_a_release_of_own_tables_keeps_them(tmp_path):
+    release, statements = tmp_path / "mine", tmp_path / "statements"
+    (release / "all_csv").mkdir(parents=True)
+    (release / "all_csv" / "pylons.csv").write_text("pylon#height\na#310\nb#295\n")
+    (release / "dev_examples.json").write_text(json.dumps({"pylons.csv": [["a is taller than b"], [1], "p"]}))
+    result = _make_statements(f"--input_dir={release}", f"--output_dir={statements}", "--split=dev",
+                              "--pairs_per_table=2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    from tapas_tf.data.table_manifest import read_manifest
+    assert read_manifest(str(statements / "training_tables.txt.gz")) == ["own:pylons.csv"]

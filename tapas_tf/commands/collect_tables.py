@@ -35,7 +35,6 @@ given the rule is not applied, and the command says so.
 """
 
 import glob
-import gzip
 import json
 import os
 from typing import List
@@ -43,7 +42,7 @@ from typing import List
 from absl import flags
 
 import tapas_tf.cli as cli
-from tapas_tf.data import interaction_io, table_collection, training_tables
+from tapas_tf.data import interaction_io, table_collection, table_manifest, training_tables
 
 PROG = "collect-tables"
 FLAGS = flags.FLAGS
@@ -137,10 +136,10 @@ def _write_outputs(rule, tables, decisions, counts, excluded) -> None:
         with open(FLAGS.excluded_out, "w", encoding="utf-8") as f:
             f.writelines(f"{name}\n" for name in sorted(excluded))
     if FLAGS.manifest_out:
-        names = sorted({d.manifest_name for _, d in decisions if d.kept} if rule else {t.id for t in tables})
-        opener = gzip.open if FLAGS.manifest_out.endswith(".gz") else open
-        with opener(FLAGS.manifest_out, "wt", encoding="utf-8") as f:
-            f.writelines(f"{name}\n" for name in names)
+        if rule is None:
+            raise ValueError("--manifest_out needs a release (--wtq_release, --tabfact_release, ...): the "
+                             "manifest names each table by the training-data rule's decision")
+        table_manifest.write_manifest(FLAGS.manifest_out, (d.manifest_name for _, d in decisions if d.kept))
     if FLAGS.rule_exclusions_out:
         if rule is None:
             raise ValueError("--rule_exclusions_out needs a release (--wtq_release, --tabfact_release, ...)")

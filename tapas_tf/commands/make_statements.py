@@ -12,6 +12,12 @@ refuted counterfactual twin (one of its cells swapped for another of the same co
 original. `--include_original` adds the split's own statements too (the counterfactuals' originals
 are always there). `OUTPUT_DIR/statements_report.json` counts statements by kind and label, and
 tables and statements that gave nothing, with the reason.
+
+The training-data rule (`tapas_tf.data.training_tables`) applies: a TabFact table is used only if
+the release's `train_examples.json` names it, so `--split=val` or `--split=test` gives no
+statements (each table is counted under `excluded_by_reason`, and the command fails when no table
+is left). A table of your own (an id not of TabFact's `N-N-N.html.csv` form) is used. The tables
+used are listed in `OUTPUT_DIR/training_tables.txt.gz`, the manifest a bundled model carries.
 """
 
 import collections
@@ -19,11 +25,13 @@ import hashlib
 import json
 import os
 import random
+import sys
 from typing import Any, Dict, List
 
 from absl import flags
 
 import tapas_tf.cli as cli
+from tapas_tf.data import table_manifest, training_tables
 from tapas_tf.data.readers.common import ReaderError
 from tapas_tf.data.readers.tabfact import TABLES_DIR, load_split, read_table
 from tapas_tf.data.synthetic_statements import (ENTAILED, Statement, StatementTable, counterfactual,
@@ -93,6 +101,27 @@ def _read_split(split_file: str) -> Dict[str, List[Any]]:
     return split
 
 
+def _rule(input_dir: str) -> training_tables.TrainingTableRule:
+    """The rule over the input release: its train split names the training tables (without
+    train_examples.json, no TabFact table can be shown to be one)."""
+    has_train = os.path.isfile(os.path.join(input_dir, "train_examples.json"))
+    try:
+        return training_tables.TrainingTableRule.from_releases(
+            training_tables.Releases(tabfact_dir=input_dir if has_train else None))
+    except (training_tables.ReleaseFileError, OSError) as e:
+        cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
+
+
+def _check_some_left(excluded: Dict[str, int], table_count: int) -> None:
+    if not excluded:
+        return
+    print(f"{PROG}: {sum(excluded.values())} of {table_count} tables of --split={FLAGS.split} left out by the "
+          f"training-data rule: {json.dumps(excluded)}", file=sys.stderr)
+    if sum(excluded.values()) == table_count:
+        cli.fail(PROG, f"every table of --split={FLAGS.split} is outside TabFact train, and statements for "
+                 "training come only from training tables (use --split=train)", cli.ERROR_EXIT_CODE)
+
+
 def main(argv: List[str]) -> None:
     if len(argv) > 1:
         cli.fail(PROG, f"unexpected argument {argv[1]!r} (all options are flags)", cli.USAGE_EXIT_CODE)
@@ -101,12 +130,16 @@ def main(argv: List[str]) -> None:
                  cli.USAGE_EXIT_CODE)
     split_file = os.path.join(FLAGS.input_dir, f"{FLAGS.split}_examples.json")
     split = _read_split(split_file)
+    rule = _rule(FLAGS.input_dir)
+    decisions = {table_id: rule.decide(table_id) for table_id in split}
+    excluded = dict(collections.Counter(d.reason for d in decisions.values() if not d.kept))
+    _check_some_left(excluded, len(split))
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     counts: Dict[str, Any] = collections.Counter()
     by_kind: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     tables_skipped: Dict[str, int] = collections.Counter()
     output: Dict[str, List[Any]] = {}
-    table_ids = sorted(split)
+    table_ids = sorted(t for t in split if decisions[t].kept)
     holdout = set(random.Random(FLAGS.seed).sample(table_ids, min(FLAGS.holdout_tables, len(table_ids))))
     for number, table_id in enumerate(table_ids, start=1):
         entry = split[table_id]
@@ -137,12 +170,15 @@ def main(argv: List[str]) -> None:
     if holdout:
         with open(os.path.join(FLAGS.output_dir, "test_examples.json"), "w", encoding="utf-8") as f:
             json.dump({table_id: split[table_id] for table_id in sorted(holdout)}, f)
+    manifest = os.path.join(FLAGS.output_dir, table_manifest.MANIFEST_FILE)
+    table_manifest.write_manifest(manifest, (decisions[t].manifest_name for t in output))
     link = os.path.join(FLAGS.output_dir, TABLES_DIR)
     if not os.path.exists(link):
         os.symlink(os.path.abspath(os.path.join(FLAGS.input_dir, TABLES_DIR)), link)
     report = {"input": split_file, "seed": FLAGS.seed, "pairs_per_table": FLAGS.pairs_per_table,
               "tables_read": counts["tables_read"], "tables_used": len(output),
-              "tables_held_out": len(holdout), "held_out_statements": sum(len(split[t][0]) for t in holdout),
+              "tables_held_out": len(holdout), "excluded_by_reason": excluded,
+              "manifest": {"file": table_manifest.MANIFEST_FILE, "tables": len(output)}, "held_out_statements": sum(len(split[t][0]) for t in holdout),
               "tables_skipped": dict(tables_skipped),
               "entailed_without_swappable_cell": counts["entailed_without_swappable_cell"],
               "statements": {kind: dict(c) for kind, c in sorted(by_kind.items())},
@@ -155,8 +191,6 @@ def main(argv: List[str]) -> None:
 
 
 if __name__ == "__main__":  # python -m tapas_tf.commands.make_statements: the same as `tapas-tf make-statements`.
-    import sys
-
     from tapas_tf.cli import runner
 
     sys.exit(runner.run_module(__spec__.name, sys.argv[1:]))

@@ -8,6 +8,7 @@ training-data rule (`tapas_tf.data.training_tables`):
     tabfact:2-1000181-1.html.csv     a TabFact table
     page:204-page/590#2              the third wikitable of a rendered page (#infobox0: its first infobox)
     page:Some title#0                a table of a page of another dump
+    own:sales/2024.csv               a table of none of the releases (your own)
 
 Each stage writes its own manifest (`collect-tables --manifest_out`, the mix of the fine-tuning
 data); `tapas-tf bundle --training_tables=...` merges them into the bundle's.
@@ -18,8 +19,8 @@ import re
 from typing import Iterable, List
 
 MANIFEST_FILE = "training_tables.txt.gz"
-KINDS = ("wtq", "sqa", "tabfact", "page")
-_LINE = re.compile(r"^(?:wtq|sqa|tabfact|page):\S.*$")
+KINDS = ("wtq", "sqa", "tabfact", "page", "own")
+_LINE = re.compile(r"^(?:%s):\S.*$" % "|".join(KINDS))
 
 
 class ManifestError(ValueError):

@@ -23,8 +23,8 @@ A WTQ or SQA table seen without the WTQ release, or a TabFact table without the 
 cannot be shown to be a training table, and is excluded (`*_release_not_given`). Every decision
 has a reason (`REASONS`), and kept tables a manifest name: `wtq:csv/204-csv/590.csv`,
 `sqa:table_csv/204_590.csv`, `tabfact:2-1000181-1.html.csv`, `page:204-page/590#K` (the K-th
-wikitable of that page file; `#infoboxK` for its K-th infobox) or `page:TITLE#K` for pages of
-other dumps.
+wikitable of that page file; `#infoboxK` for its K-th infobox), `page:TITLE#K` for pages of
+other dumps, or `own:ID` for a table of your own.
 """
 
 import csv
@@ -178,7 +178,7 @@ class TrainingTableRule:
             if reason:
                 return Decision(False, reason, None)
             return Decision(True, KEPT, self._page_manifest_name(table_id, title))
-        return Decision(True, KEPT, table_id)
+        return Decision(True, KEPT, f"own:{table_id.strip()}")
 
     def _decide_wtq(self, table_id: str) -> Decision:
         if self.wtq_training is None:

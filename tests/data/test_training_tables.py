@@ -61,7 +61,7 @@ def rule(tmp_path):
     ("http://en.wikipedia.org/wiki/Bears_season_0", "Bears_season", "page_is_tabfact_evaluation_caption", None),
     ("http://en.wikipedia.org/wiki/Gamma_3", "Gamma", "kept", "page:Gamma#3"),
     ("http://en.wikipedia.org/wiki/Beta_infobox0", "Beta", "kept", "page:200-page/2#infobox0"),
-    ("my_own_table", "", "kept", "my_own_table"),
+    ("my_own_table", "", "kept", "own:my_own_table"),
 ])
 def test_each_kind_of_table_is_decided_with_its_reason(rule, table_id, title, reason, manifest_name):
     decision = rule.decide(table_id, title)
