@@ -37,9 +37,10 @@ from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, 
 
 from tapas_tf.config_fields import option
 from tapas_tf.data.paths import ensure_writable_dir
+from tapas_tf.data import table_manifest, training_tables
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.features.pretrain_config import PretrainConfig
-from tapas_tf.pipelines import pretrain_data, progress, reports, runners
+from tapas_tf.pipelines import pretrain_data, progress, reports, runners, training_rule
 
 REPORT_FILE = "pretrain_report.json"
 FILE_FAILURES_FILE = os.path.join("failures", "files.tsv")
@@ -67,6 +68,14 @@ class PretrainJob:
     streams_per_range: int = option(pretrain_data.STREAMS_PER_RANGE, "bz2 streams (about 100 pages each) "
                                                                             "of a multistream dump read by one worker.")
     interactions_format: str = option("txtpb", "How extract writes interactions.", choices=("txtpb", "tfrecord"))
+    wtq_release: Optional[str] = option(
+        None, "WikiTableQuestions release (training.tsv, csv/): with it, only its training tables and pages "
+              "that hold no other WTQ table are used (the training-data rule).")
+    sqa_release: Optional[str] = option(None, "SQA release (train.tsv, random-split-1-dev.tsv), for the rule.")
+    tabfact_release: Optional[str] = option(
+        None, "TabFact release (train_examples.json, val_examples.json, all_csv/): only its train tables, and "
+              "no page whose title is the caption of one of its evaluation tables.")
+    wtq_pages: Optional[str] = option(None, "WTQ's page files (2xx-page/N.json), naming each WTQ table's page.")
     allow_file_failures: bool = option(
         False, "Exit 0 even when an input file could not be read to its end (a truncated or damaged bz2 or "
                "gzip stream, broken XML, a page that is not UTF-8); it is listed in failures/files.tsv either way.")
@@ -78,20 +87,39 @@ class PretrainJob:
             raise ValueError("--stage=examples needs --input_interactions")
         if self.stage != "examples" and self.input_interactions:
             raise ValueError("--input_interactions is read by --stage=examples only")
+        if (self.sqa_release or self.wtq_pages) and not self.wtq_release:
+            raise ValueError("--sqa_release and --wtq_pages are read with --wtq_release (the rule decides SQA's "
+                             "and the pages' tables by WikiTableQuestions' training.tsv)")
+        for name in ("wtq_release", "sqa_release", "tabfact_release", "wtq_pages"):
+            path = getattr(self, name)
+            if path and not os.path.isdir(path):
+                raise FileNotFoundError(f"--{name}={path}: no such directory")
         if self.exclude_tables and not os.path.exists(self.exclude_tables) and "://" not in self.exclude_tables:
             raise FileNotFoundError(f"--exclude_tables={self.exclude_tables}: no such file")
 
+    @property
+    def releases(self) -> Optional[training_tables.Releases]:
+        """The releases the training-data rule is built from; None when none is given."""
+        if not (self.wtq_release or self.sqa_release or self.tabfact_release or self.wtq_pages):
+            return None
+        return training_tables.Releases(wtq_dir=self.wtq_release, sqa_dir=self.sqa_release,
+                                        tabfact_dir=self.tabfact_release, wtq_pages_dir=self.wtq_pages)
+
 
 def build_pipeline(root, job: PretrainJob, config: Optional[PretrainConfig],
-                   progress_key: Optional[str] = None) -> None:
+                   progress_key: Optional[str] = None,
+                   rule: Optional[training_tables.TrainingTableRule] = None) -> None:
     """Adds the stages of `job.stage` to `root`; with `progress_key` (a `progress.Progress.key`),
-    the pages read, the interactions made or read and the examples written are reported to it."""
+    the pages read, the interactions made or read and the examples written are reported to it.
+    With `rule`, only the tables it keeps are written or made into examples, and their manifest
+    is OUTPUT_DIR/training_tables.txt.gz."""
     output_dir = job.output_dir
     failures_path = os.path.join(output_dir, FILE_FAILURES_FILE)
     if job.stage in ("all", "extract"):
         interactions = root | "Extract" >> pretrain_data.ExtractTables(
             job.input_dumps, job.input_pages, job.exclude_tables, job.streams_per_range, progress_key,
             failures_path=failures_path)
+        interactions = _apply_rule(interactions, rule, output_dir)
         prefix = os.path.join(output_dir, "interactions", "interactions")
         if job.interactions_format == "txtpb":
             pretrain_data.write_text_protos(interactions, prefix)
@@ -101,6 +129,7 @@ def build_pipeline(root, job: PretrainJob, config: Optional[PretrainConfig],
     else:
         interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(
             job.input_interactions, failures_path=failures_path)
+        interactions = _apply_rule(interactions, rule, output_dir)
     if progress_key is not None:
         interactions = interactions | "Progress" >> progress.CountItems(progress_key,
                                                                         pretrain_data.progress_counts)
@@ -109,6 +138,24 @@ def build_pipeline(root, job: PretrainJob, config: Optional[PretrainConfig],
         for split in pretrain_data.SPLITS:
             _ = getattr(examples, split) | f"Write/{split}" >> beam.io.WriteToTFRecord(
                 os.path.join(output_dir, "tf_examples", split), file_name_suffix=".tfrecord")
+
+
+def _apply_rule(interactions, rule: Optional[training_tables.TrainingTableRule], output_dir: str):
+    if rule is None:
+        return interactions
+    prefix = os.path.join(output_dir, table_manifest.MANIFEST_FILE[:-len(".txt.gz")])
+    return interactions | "TrainingRule" >> training_rule.KeepTrainingTables(rule, manifest_prefix=prefix)
+
+
+def training_rule_for(job: PretrainJob) -> Optional[training_tables.TrainingTableRule]:
+    """The rule over the job's releases, or None (with a warning) when none is given: then no table
+    can be shown to be a training table, and evaluation tables may be in the data."""
+    releases = job.releases
+    if releases is None:
+        logging.warning("No release given (--wtq_release, --sqa_release, --tabfact_release, --wtq_pages): the "
+                        "training-data rule is not applied, and tables of evaluation splits may be in the data")
+        return None
+    return training_tables.TrainingTableRule.from_releases(releases)
 
 
 def package_for_workers(options: PipelineOptions) -> Optional[str]:
@@ -149,7 +196,8 @@ def run(job: PretrainJob, config: Optional[PretrainConfig], pipeline_args: Seque
     meter = progress.for_pipeline(progress_settings, options, "create_pretrain_data",
                                   PROGRESS_UNITS[job.stage])
     pipeline = beam.Pipeline(runner=runners.default_runner(options), options=options)
-    build_pipeline(pipeline, job, config, progress_key=meter.key if meter else None)
+    rule = training_rule_for(job)
+    build_pipeline(pipeline, job, config, progress_key=meter.key if meter else None, rule=rule)
     with meter or contextlib.nullcontext():
         result = pipeline.run()
         result.wait_until_finish()
@@ -157,13 +205,26 @@ def run(job: PretrainJob, config: Optional[PretrainConfig], pipeline_args: Seque
         # The runner translated the pipeline (for Dataflow: the job graph) and submitted nothing.
         return {"stage": job.stage, "dry_run": True, "job": getattr(result, "job", None), "counters": {},
                 "extra_packages": options.view_as(SetupOptions).extra_packages}
+    counters = reports.counter_values(result)
     report = {"stage": job.stage, "inputs": {"dumps": job.input_dumps, "pages": job.input_pages,
                                               "interactions": job.input_interactions},
-              "config": None if config is None else config.__dict__, "counters": reports.counter_values(result),
-              "file_failures": read_file_failures(job.output_dir)}
+              "config": None if config is None else config.__dict__, "counters": counters,
+              "file_failures": read_file_failures(job.output_dir),
+              "training_rule": _rule_report(job, rule, counters)}
     with open(os.path.join(job.output_dir, REPORT_FILE), "w") as f:
         json.dump(report, f, indent=2)
     return report
+
+
+def _rule_report(job: PretrainJob, rule, counters: dict) -> dict:
+    """Whether the rule was applied, over which releases, what it kept and left out by reason."""
+    if rule is None:
+        return {"applied": False}
+    prefix = "tables_rule_excluded_"
+    return {"applied": True, "releases": dataclasses.asdict(job.releases),
+            "kept": counters.get("tables_rule_kept", 0),
+            "excluded_by_reason": {k[len(prefix):]: v for k, v in sorted(counters.items()) if k.startswith(prefix)},
+            "manifest": table_manifest.MANIFEST_FILE}
 
 
 def read_file_failures(output_dir: str) -> list:

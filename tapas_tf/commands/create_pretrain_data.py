@@ -3,6 +3,7 @@
     tapas-tf create-pretrain-data --output_dir=out/pretrain \\
         --input_dumps='dumps/enwiki-*-pages-articles*.xml.bz2' \\
         --input_pages='wtq_pages/*/*.html.gz' [--exclude_tables=eval_tables.txt] \\
+        [--wtq_release=wtq --sqa_release=sqa --tabfact_release=tabfact --wtq_pages=wtq_pages] \\
         [--stage=all|extract|examples] [--input_interactions='interactions.txtpb.gz'] \\
         [--runner=DataflowRunner --project=... --region=... --temp_location=gs://... \\
          --setup_file=./setup.py] [--direct_num_workers=2 --direct_running_mode=multi_processing]
@@ -13,6 +14,10 @@ protos, the format of Google's released corpus, or TFRecords with --interactions
 examples turns Interactions (extract's, or --input_interactions, e.g. Google's released
 `interactions.txtpb.gz`) into OUTPUT_DIR/tf_examples/{train,test}-SSSSS-of-NNNNN.tfrecord. Then
 OUTPUT_DIR/pretrain_report.json with every counter, which is also printed.
+
+With the releases (--wtq_release, --sqa_release, --tabfact_release, --wtq_pages) the training-data
+rule applies: tables of evaluation splits and of pages that hold one are left out and counted by
+reason, and the tables kept are listed in OUTPUT_DIR/training_tables.txt.gz.
 
 An input file that cannot be read to its end (a truncated bz2 dump or gzip file, broken XML, a page
 that is not UTF-8) keeps what was read before the damage, is listed in OUTPUT_DIR/failures/files.tsv

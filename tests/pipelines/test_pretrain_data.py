@@ -217,3 +217,56 @@ def test_cli_errors_are_one_line(tmp_path):
     result = subprocess.run([*TAPAS_TF, "create-pretrain-data", f"--output_dir={tmp_path}"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "needs --input_dumps or --input_pages" in result.stderr.strip().splitlines()[-1]
+
+
+def _write_releases(folder):
+    """WTQ: training.tsv names csv/203-csv/8.csv (League B's table); 7 (League A's) is a test table.
+    TabFact: a val table captioned "Rivers", so the page Rivers is left out too."""
+    wtq, tabfact = folder / "wtq", folder / "tabfact"
+    (wtq / "csv" / "203-csv").mkdir(parents=True)
+    for n in (7, 8):
+        (wtq / "csv" / "203-csv" / f"{n}.csv").write_text("Team,Points\nLions,10\n")
+    (wtq / "training.tsv").write_text("id\tutterance\tcontext\ttargetValue\nnt-0\tq?\tcsv/203-csv/8.csv\tx\n")
+    (tabfact / "all_csv").mkdir(parents=True)
+    (tabfact / "train_examples.json").write_text(json.dumps({"1-1-1.html.csv": [["s"], [1], "winter games"]}))
+    (tabfact / "val_examples.json").write_text(json.dumps({"1-1-2.html.csv": [["s"], [0], "rivers"]}))
+    return wtq, tabfact
+
+
+def test_the_training_data_rule_leaves_out_evaluation_pages_and_lists_the_rest(tmp_path):
+    from tapas_tf.data.table_manifest import read_manifest
+
+    (tmp_path / "in").mkdir()
+    dump, _ = _write_inputs(tmp_path / "in")
+    wtq, tabfact = _write_releases(tmp_path / "in")
+    out = tmp_path / "out"
+    pretrain_job = job.PretrainJob(output_dir=str(out), stage="extract", input_dumps=(str(dump),),
+                                   input_pages=(str(tmp_path / "in" / "pages" / "*" / "*.html.gz"),),
+                                   wtq_release=str(wtq), tabfact_release=str(tabfact),
+                                   wtq_pages=str(tmp_path / "in" / "pages"), streams_per_range=1)
+    report = job.run(pretrain_job, None, ["--direct_num_workers=1"])
+    rule = report["training_rule"]
+    assert rule["applied"] and rule["kept"] == 3  # Winter games, Lakes' infobox, League B.
+    assert rule["excluded_by_reason"] == {"page_holds_evaluation_table": 1, "page_is_tabfact_evaluation_caption": 1}
+    assert report["counters"]["tables_rule_kept"] == 3
+    manifest = read_manifest(str(out / "training_tables.txt.gz"))
+    assert sorted(manifest) == ["page:203-page/8#0", "page:Lakes#infobox0", "page:Winter games#0"]
+    titles = set()
+    for path in (out / "interactions").iterdir():
+        for line in gzip.open(path, "rt", encoding="utf-8"):
+            titles.add(text_format.Parse(line, interaction_pb2.Interaction()).table.document_title)
+    assert titles == {"Winter games", "Lakes", "League B"}
+
+
+def test_without_a_release_the_rule_is_not_applied_and_says_so(tmp_path, caplog):
+    (tmp_path / "in").mkdir()
+    dump, _ = _write_inputs(tmp_path / "in")
+    pretrain_job = job.PretrainJob(output_dir=str(tmp_path / "out"), stage="extract", input_dumps=(str(dump),))
+    with caplog.at_level("WARNING"):
+        report = job.run(pretrain_job, None, ["--direct_num_workers=1"])
+    assert report["training_rule"] == {"applied": False}
+    assert "the training-data rule is not applied" in caplog.text
+    with pytest.raises(ValueError, match="read with --wtq_release"):
+        job.PretrainJob(output_dir=str(tmp_path / "o"), input_dumps=(str(dump),), sqa_release=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="--wtq_release=.*no such directory"):
+        job.PretrainJob(output_dir=str(tmp_path / "o"), input_dumps=(str(dump),), wtq_release=str(tmp_path / "x"))
