@@ -12,7 +12,8 @@ the model config, the vocabulary (the source's own, else the default BERT one it
 and in `compact.json` the commands that made it and its dev evaluations, read from the source's
 `predictions/`: SQA with the model's own previous answers (`dev_metrics.json`) and the gold ones
 (`dev_gold_previous_metrics.json`), required for the conversation model, and WTQ's denotation
-accuracy (`wtq_dev_metrics.json`), required for the aggregation model; TabFact's dev accuracy
+accuracy (`wtq_dev_metrics.json`, or the `dev_metrics.json` of `--task=WTQ`), required for the
+aggregation model; TabFact's dev accuracy
 (`dev_metrics.json` of `--task=TABFACT`) for the TabFact model (TABFACT_DIR). Every bundled model's
 weights together (LiteRT copies included) must stay within MAX_BUNDLED_BYTES. Errors are one line,
 `tapas-tf bundle: error: ...`. Then `tapas-tf export --export_lite --model_dir=OUT_DIR` adds the
@@ -58,6 +59,24 @@ def _metrics(model_dir: str, run: str) -> Dict[str, Any]:
         return json.load(f)
 
 
+def _wtq_metrics(model_dir: str) -> Dict[str, Any]:
+    """WTQ's dev denotation accuracy: `wtq_dev_metrics.json`, or the `dev_metrics.json` that
+    `predict-and-evaluate --task=WTQ` writes (told apart from SQA's by its denotation accuracy)."""
+    predictions = os.path.join(model_dir, "predictions")
+    if os.path.exists(os.path.join(predictions, "wtq_dev_metrics.json")):
+        return _metrics(model_dir, "wtq_dev")
+    path = os.path.join(predictions, "dev_metrics.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            metrics = json.load(f)
+        if "denotation_accuracy" in metrics:
+            return metrics
+        raise ValueError(f"{path}: not WTQ's metrics (no denotation_accuracy); evaluate the model on WTQ's dev "
+                         "set (tapas-tf predict-and-evaluate --task=WTQ --predict_split=dev)")
+    raise FileNotFoundError(f"{predictions}: neither wtq_dev_metrics.json nor dev_metrics.json; evaluate the model "
+                            "on WTQ's dev set first (tapas-tf predict-and-evaluate --task=WTQ --predict_split=dev)")
+
+
 def main(argv: List[str]) -> None:
     cli.reject_positional_arguments(PROG, argv)
     try:
@@ -90,7 +109,7 @@ def _bundle() -> None:
         notes["sqa_dev_gold_previous"] = _metrics(FLAGS.model_dir, "dev_gold_previous")
     if FLAGS.role == "aggregation" or (conversation and os.path.exists(os.path.join(predictions,
                                                                                      "wtq_dev_metrics.json"))):
-        notes["wtq_dev"] = _metrics(FLAGS.model_dir, "wtq_dev")
+        notes["wtq_dev"] = _wtq_metrics(FLAGS.model_dir)
     info = compact.write_compact_model_dir(FLAGS.model_dir, out_dir, checkpoint=FLAGS.checkpoint, notes=notes,
                                           weights=FLAGS.weights)
     # The bundle carries its vocabulary either way, so that it never depends on where the default

@@ -197,9 +197,13 @@ def test_bundle_command_writes_a_compact_directory_with_its_dev_scores(source, t
     out = tmp_path / "bundle" / "wtq"
     result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={out}")
     assert result.returncode == 1 and result.stderr.strip() == (
-        f"tapas-tf bundle: error: {os.path.join(predictions, 'wtq_dev_metrics.json')}: evaluate the model on "
-        "dev first (tapas-tf predict-and-evaluate)")
-    with open(os.path.join(predictions, "wtq_dev_metrics.json"), "w") as f:
+        f"tapas-tf bundle: error: {predictions}: neither wtq_dev_metrics.json nor dev_metrics.json; evaluate the "
+        "model on WTQ's dev set first (tapas-tf predict-and-evaluate --task=WTQ --predict_split=dev)")
+    with open(os.path.join(predictions, "dev_metrics.json"), "w") as f:  # SQA's: not the aggregation model's.
+        json.dump({"ALL": 0.3}, f)
+    result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={out}")
+    assert result.returncode == 1 and "dev_metrics.json: not WTQ's metrics (no denotation_accuracy)" in result.stderr
+    with open(os.path.join(predictions, "dev_metrics.json"), "w") as f:  # What predict-and-evaluate --task=WTQ writes.
         json.dump({"denotation_accuracy": 0.25}, f)
     result = run_command("bundle", "--role=aggregation", f"--model_dir={source}", f"--out_dir={out}",
                          "--note=a test", "--command=train it")
