@@ -115,21 +115,22 @@ def build_pipeline(root, job: PretrainJob, config: Optional[PretrainConfig],
     is OUTPUT_DIR/training_tables.txt.gz."""
     output_dir = job.output_dir
     failures_path = os.path.join(output_dir, FILE_FAILURES_FILE)
-    if job.stage in ("all", "extract"):
+    extracting = job.stage in ("all", "extract")
+    if extracting:
         interactions = root | "Extract" >> pretrain_data.ExtractTables(
             job.input_dumps, job.input_pages, job.exclude_tables, job.streams_per_range, progress_key,
             failures_path=failures_path)
-        interactions = _apply_rule(interactions, rule, output_dir)
+    else:
+        interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(
+            job.input_interactions, failures_path=failures_path)
+    interactions = _apply_rule(interactions, rule, output_dir)
+    if extracting:
         prefix = os.path.join(output_dir, "interactions", "interactions")
         if job.interactions_format == "txtpb":
             pretrain_data.write_text_protos(interactions, prefix)
         else:
             _ = interactions | "WriteInteractions" >> beam.io.WriteToTFRecord(
                 prefix, file_name_suffix=".tfrecord", coder=beam.coders.ProtoCoder(interaction_pb2.Interaction))
-    else:
-        interactions = root | "ReadInteractions" >> pretrain_data.ReadInteractionFiles(
-            job.input_interactions, failures_path=failures_path)
-        interactions = _apply_rule(interactions, rule, output_dir)
     if progress_key is not None:
         interactions = interactions | "Progress" >> progress.CountItems(progress_key,
                                                                         pretrain_data.progress_counts)

@@ -67,8 +67,7 @@ def _wtq_metrics(model_dir: str) -> Dict[str, Any]:
         return _metrics(model_dir, "wtq_dev")
     path = os.path.join(predictions, "dev_metrics.json")
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            metrics = json.load(f)
+        metrics = _metrics(model_dir, "dev")
         if "denotation_accuracy" in metrics:
             return metrics
         raise ValueError(f"{path}: not WTQ's metrics (no denotation_accuracy); evaluate the model on WTQ's dev "

@@ -113,11 +113,12 @@ def _rule(input_dir: str) -> training_tables.TrainingTableRule:
 
 
 def _check_some_left(excluded: Dict[str, int], table_count: int) -> None:
-    if not excluded:
+    left_out = sum(excluded.values())
+    if not left_out:
         return
-    print(f"{PROG}: {sum(excluded.values())} of {table_count} tables of --split={FLAGS.split} left out by the "
+    print(f"{PROG}: {left_out} of {table_count} tables of --split={FLAGS.split} left out by the "
           f"training-data rule: {json.dumps(excluded)}", file=sys.stderr)
-    if sum(excluded.values()) == table_count:
+    if left_out == table_count:
         cli.fail(PROG, f"every table of --split={FLAGS.split} is outside TabFact train, and statements for "
                  "training come only from training tables (use --split=train)", cli.ERROR_EXIT_CODE)
 
@@ -177,8 +178,9 @@ def main(argv: List[str]) -> None:
         os.symlink(os.path.abspath(os.path.join(FLAGS.input_dir, TABLES_DIR)), link)
     report = {"input": split_file, "seed": FLAGS.seed, "pairs_per_table": FLAGS.pairs_per_table,
               "tables_read": counts["tables_read"], "tables_used": len(output),
-              "tables_held_out": len(holdout), "excluded_by_reason": excluded,
-              "manifest": {"file": table_manifest.MANIFEST_FILE, "tables": len(output)}, "held_out_statements": sum(len(split[t][0]) for t in holdout),
+              "tables_held_out": len(holdout), "held_out_statements": sum(len(split[t][0]) for t in holdout),
+              "excluded_by_reason": excluded,
+              "manifest": {"file": table_manifest.MANIFEST_FILE, "tables": len(output)},
               "tables_skipped": dict(tables_skipped),
               "entailed_without_swappable_cell": counts["entailed_without_swappable_cell"],
               "statements": {kind: dict(c) for kind, c in sorted(by_kind.items())},
