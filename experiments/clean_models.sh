@@ -7,8 +7,8 @@
 # Stages, in order (each writes under $WORK, default /work/runs/clean; resumable: a stage that
 # trains resumes from its newest checkpoint):
 #   data        SQA and WTQ create_data (WTQ's train split: random-split-1-train.tsv, whose tables
-#               are disjoint from the dev split scored on); the rule's exclusions from the releases;
-#               the Wikipedia job's tables of the WTQ pages and the dump samples without them; the
+#               are disjoint from the dev split scored on); the Wikipedia job's tables of the WTQ
+#               pages and the dump samples under the rule (the job is given the releases); the
 #               synthetic stage's tables under the rule (report, manifest); SYNTHETIC create_data
 #   synth NAME [flags]
 #               a model on the synthetic questions -> $WORK/synth_NAME (default mini, bfloat16
@@ -41,14 +41,11 @@ case "$stage" in
     "${TAPAS[@]}" create-data --task=SQA --input_dir="$DATASETS/sqa" --output_dir="$WORK/sqa_data" --noprogress_bar
     "${TAPAS[@]}" create-data --task=WTQ --input_dir="$DATASETS/wtq" --output_dir="$WORK/wtq_data" \
       --drop_rows_to_fit --noprogress_bar
-    stamp "the rule's exclusions (WTQ's training tables only)"
-    "${TAPAS[@]}" collect-tables --interactions="$WORK/wtq_data/interactions/train.tfrecord" "${RELEASES[@]}" \
-      --output="$WORK/synth/wtq_tables.tfrecord" --rule_exclusions_out="$WORK/synth/exclude_for_wikipedia.txt"
-    stamp "Wikipedia tables of pages that hold no evaluation table"
+    stamp "Wikipedia tables of pages that hold no evaluation table (the job keeps the rule itself)"
     "${TAPAS[@]}" create-pretrain-data --stage=extract --interactions_format=tfrecord \
       --input_dumps="$WIKIPEDIA/enwiki-sample-pages-articles.xml.bz2" \
       --input_dumps="$WIKIPEDIA/enwiki-table-markup.xml.bz2" --input_pages="$WIKIPEDIA/wtq_pages/*/*.html.gz" \
-      --exclude_tables="$WORK/synth/exclude_for_wikipedia.txt" --output_dir="$WORK/synth/pages" --noprogress_bar
+      "${RELEASES[@]}" --output_dir="$WORK/synth/pages" --noprogress_bar
     stamp "the synthetic stage's tables under the rule"
     "${TAPAS[@]}" collect-tables --interactions="$WORK/wtq_data/interactions/train.tfrecord" \
       --interactions="$WORK/synth/pages/interactions/*.tfrecord" "${RELEASES[@]}" \
