@@ -40,8 +40,11 @@ ALLOWED = {
     "training": {"features", "models", "checkpoints", "task_registry.presets", "config_fields"},
     "inference": {"data", "features", "models", "checkpoints", "task_registry.presets", "config_fields"},  # Batch
     # prediction and metrics.
-    "qa": {"data", "features", "models", "checkpoints", "task_registry.presets", "inference"},  # The ask API on pandas tables.
-    "serving": {"data", "features", "models", "checkpoints", "task_registry.presets", "inference", "qa"},  # Export, web page.
+    # Table collections, sparse and dense retrieval, the vector index: below the ask API, which asks what it finds.
+    "retrieval": {"data", "features", "models", "checkpoints"},
+    "qa": {"data", "features", "models", "checkpoints", "task_registry.presets", "inference", "retrieval"},  # The ask API on pandas tables.
+    "serving": {"data", "features", "models", "checkpoints", "task_registry.presets", "inference", "qa",
+                "retrieval"},  # Export, web page.
     "config_fields": set(),
     # Each task once: its preset (presets: the paper's tasks and hyper-parameters), reader, evaluation, modes.
     "task_registry": {"data", "features"},
@@ -50,10 +53,10 @@ ALLOWED = {
     # On top: the installed command and the task command line import every room and the root
     # command lines they run; nothing imports them.
     "commands": {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training",
-                 "inference", "qa", "serving", "task_registry", "cli", "beam_jobs"},
+                 "inference", "qa", "retrieval", "serving", "task_registry", "cli", "beam_jobs"},
 }
 SUBPACKAGES = {"data", "wikipedia", "features", "models", "checkpoints", "pipelines", "training", "inference",
-               "qa", "serving",
+               "retrieval", "qa", "serving",
                "beam_jobs", "commands", "task_registry", "cli"}
 # Root modules beside __init__: a config's field with its flag's help (`config_fields`: no imports
 # of ours, so the configs of every room may use it), and the aliases `python -m tapas_tf.ask`,
@@ -159,6 +162,10 @@ def test_the_checker_rejects_an_arrow_back_up():
     assert not _allowed("tapas_tf.qa.table_qa", "tapas_tf.serving.web_app")
     assert _allowed("tapas_tf.serving.web_app", "tapas_tf.qa.table_qa")
     assert _allowed("tapas_tf.qa.ask_results", "tapas_tf.inference.execution")
+    assert not _allowed("tapas_tf.retrieval.collection", "tapas_tf.qa.tables")
+    assert not _allowed("tapas_tf.retrieval.collection", "tapas_tf.inference.decoding")
+    assert _allowed("tapas_tf.retrieval.collection", "tapas_tf.data.table_files")
+    assert _allowed("tapas_tf.qa.table_qa", "tapas_tf.retrieval.collection")
 
 
 def test_the_checker_sees_an_arrow_back_up_inside_a_function(tmp_path):
