@@ -133,12 +133,23 @@ def _check_ask(cwd, args, result):
     assert re.search(r"^A: \S", result.stdout, flags=re.MULTILINE), result.stdout
 
 
+def _check_index(cwd, args, result):
+    header = json.load(open(os.path.join(cwd, _flag(args, "index_dir"), "index.json")))
+    assert header["tables"] >= 3 and header["methods"] == ["bm25"], header
+
+
+def _check_search(cwd, args, result):
+    # The README's question names its table: the pylons table comes first.
+    assert result.stdout.splitlines()[1].split()[2] == "aerial_lift_pylons.csv", result.stdout
+
+
 CHECKS: Dict[str, Callable] = {
     "sample-data": _check_sample_data, "create-data": _check_create_data, "train": _check_train,
     "predict-and-evaluate": _check_predict_and_evaluate, "export": _check_export,
     "make-statements": _check_make_statements, "verify": _check_verify, "import": _check_model_dir,
     "init-from-bert": _check_model_dir, "create-pretrain-data": _check_create_pretrain_data,
     "collect-tables": _check_collect_tables, "evaluate": _check_evaluate, "ask": _check_ask,
+    "index": _check_index, "search": _check_search,
 }
 
 

@@ -58,6 +58,7 @@ from tapas_tf.cli.logs import (  # noqa: F401
     plain_absl_logging,
     quiet_logs_unless_asked,
     quiet_tensorflow,
+    warnings_only_unless_asked,
 )
 from tapas_tf.cli.verbosity import (  # noqa: F401
     DEBUG_ENV,

@@ -52,3 +52,12 @@ def quiet_logs_unless_asked() -> None:
 
     if not absl_flags.FLAGS["verbosity"].present:
         absl_logging.set_verbosity(absl_logging.ERROR)
+
+
+def warnings_only_unless_asked() -> None:
+    """For long jobs a user watches (`index`): warnings (tables cut, files skipped) and errors, no
+    info or debug lines unless -v/--verbosity is given."""
+    from absl import flags as absl_flags, logging as absl_logging
+
+    if not absl_flags.FLAGS["verbosity"].present:
+        absl_logging.set_verbosity(absl_logging.WARNING)

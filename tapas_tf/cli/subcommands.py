@@ -57,6 +57,12 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
                          "its dev scores.", _command("bundle")),
     "collect-tables": Subcommand("The distinct tables of interaction files, without evaluation tables (the "
                                  "synthetic stage's input).", _command("collect_tables")),
+    "index": Subcommand("Index a collection of tables (a folder of CSV/TSV files, a SQLite file, a database URL) "
+                        "for search and answers.", _command("index_tables")),
+    "search": Subcommand("The tables of an index that best match a question, with their scores.",
+                         _command("search_tables")),
+    "evaluate-retrieval": Subcommand("Recall@k and MRR of an index's methods on questions whose table is known.",
+                                     _command("evaluate_retrieval")),
     "create-pretrain-data": Subcommand("Wikipedia pages -> masked-LM pre-training examples (a Beam job).",
                                        _command("create_pretrain_data"), other_flags=_BEAM_FLAGS),
 }

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fnmatch
 import logging
 import os
 import sqlite3
@@ -77,7 +78,9 @@ __all__ = [
     "CollectionReport",
     "CollectionTable",
     "TableCollection",
+    "absolute_spec",
     "open_collection",
+    "recorded_spec",
     "read_titles",
     "table_to_interaction_table",
 ]
@@ -152,18 +155,23 @@ _Item = Union[_Read, _Skip]
 
 
 class _FolderSource:
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, patterns: Optional[Sequence[str]] = None):
         self.folder = os.path.abspath(folder)
+        self.patterns = tuple(patterns) if patterns else None
         self.files = self._list()
+        self._paths = dict(self.files)
 
     def _list(self) -> List[Tuple[str, str]]:
         """(table id, absolute path) of every table file under the folder, sorted by id."""
         found = []
         for directory, _, names in os.walk(self.folder):
             for name in names:
-                if name.lower().endswith(TABLE_FILE_SUFFIXES):
-                    path = os.path.join(directory, name)
-                    found.append((os.path.relpath(path, self.folder).replace(os.sep, "/"), path))
+                if not name.lower().endswith(TABLE_FILE_SUFFIXES):
+                    continue
+                path = os.path.join(directory, name)
+                table_id = os.path.relpath(path, self.folder).replace(os.sep, "/")
+                if self.patterns is None or any(fnmatch.fnmatchcase(table_id, p) for p in self.patterns):
+                    found.append((table_id, path))
         return sorted(found)
 
     @property
@@ -173,6 +181,9 @@ class _FolderSource:
     def read(self, max_rows: int) -> Iterator[_Item]:
         for table_id, path in self.files:
             yield self._read_file(table_id, path, max_rows)
+
+    def read_one(self, table_id: str, max_rows: int) -> _Item:
+        return self._read_file(table_id, self._paths[table_id], max_rows)
 
     @staticmethod
     def _read_file(table_id: str, path: str, max_rows: int) -> _Item:
@@ -248,6 +259,10 @@ class _SqliteSource:
             for name in self.table_ids:
                 yield self._read_table(connection, name, max_rows)
 
+    def read_one(self, table_id: str, max_rows: int) -> _Item:
+        with closing(self._connect()) as connection:
+            return self._read_table(connection, table_id, max_rows)
+
     def _read_table(self, connection: sqlite3.Connection, name: str, max_rows: int) -> _Item:
         source = f"{SQLITE_URL_PREFIX}{self.path}#{name}"
         try:
@@ -299,6 +314,10 @@ class _SqlAlchemySource:
                 yield self._read_table(connection, name, max_rows)
         self.engine.dispose()
 
+    def read_one(self, table_id: str, max_rows: int) -> _Item:
+        with self.engine.connect() as connection:
+            return self._read_table(connection, table_id, max_rows)
+
     def _read_table(self, connection: Any, name: str, max_rows: int) -> _Item:
         sqlalchemy = self._sqlalchemy
         source = f"{self.url}#{name}"
@@ -346,6 +365,11 @@ def _hidden_password(url: str) -> str:
 
 
 # --- titles ----------------------------------------------------------------------------------------
+
+
+def recorded_spec(spec: str) -> str:
+    """`spec` as an index may write it down: a URL's password hidden."""
+    return _hidden_password(spec) if "://" in spec and not spec.startswith(SQLITE_URL_PREFIX) else spec
 
 
 def read_titles(path: str) -> Dict[str, str]:
@@ -399,9 +423,12 @@ class TableCollection:
     `report` describes the latest pass, filled as it goes (complete once a pass has ended).
     """
 
-    def __init__(self, spec: str, source: Any, titles: Dict[str, str], max_rows: int):
+    def __init__(self, spec: str, source: Any, titles: Dict[str, str], max_rows: int,
+                 titles_file: Optional[str] = None, patterns: Optional[Sequence[str]] = None):
         self.spec = spec
         self.max_rows = max_rows
+        self.titles_file = titles_file  # Absolute: an index opens the collection again from anywhere.
+        self.patterns = list(patterns) if patterns else None
         self._source = source
         self._titles = titles
         unmatched = sorted(set(titles) - set(source.table_ids))
@@ -415,6 +442,24 @@ class TableCollection:
     def table_ids(self) -> List[str]:
         """Every table the collection lists, in order, including those a pass will skip."""
         return list(self._source.table_ids)
+
+    def __len__(self) -> int:
+        return len(self._source.table_ids)
+
+    def read_table(self, table_id: str, max_rows: Optional[int] = None) -> CollectionTable:
+        """One table by its id, read again from its source: at most `max_rows` rows (default the
+        collection's), so an answer can read more of a table than its index entry holds.
+
+        Raises:
+          CollectionError: an id the collection does not list, or a table that cannot be read now.
+        """
+        if table_id not in set(self._source.table_ids):
+            raise CollectionError(f"{self.spec} has no table {table_id!r}")
+        item = self._source.read_one(table_id, max_rows or self.max_rows)
+        if isinstance(item, _Skip):
+            raise CollectionError(item.message)
+        return CollectionTable(item.table_id, item.source, self._titles.get(item.table_id, item.default_title),
+                               item.frame, item.rows_total, item.rows_truncated)
 
     def __iter__(self) -> Iterator[CollectionTable]:
         report = self.report = CollectionReport(titles_unmatched=self._titles_unmatched)
@@ -432,13 +477,15 @@ class TableCollection:
                                   item.frame, item.rows_total, item.rows_truncated)
 
 
-def _open_source(spec: str) -> Any:
+def _open_source(spec: str, patterns: Optional[Sequence[str]] = None) -> Any:
+    if patterns and not os.path.isdir(spec):
+        raise CollectionError(f"{spec}: file patterns ({', '.join(patterns)}) apply to a folder only")
     if spec.startswith(SQLITE_URL_PREFIX):
         return _SqliteSource(spec[len(SQLITE_URL_PREFIX):])
     if "://" in spec:
         return _SqlAlchemySource(spec)
     if os.path.isdir(spec):
-        return _FolderSource(spec)
+        return _FolderSource(spec, patterns)
     if not os.path.exists(spec):
         raise CollectionError(f"{spec}: no such file or directory")
     if _is_sqlite_file(spec):
@@ -447,8 +494,12 @@ def _open_source(spec: str) -> Any:
 
 
 def open_collection(spec: Union[str, "os.PathLike[str]"], titles_file: Optional[str] = None,
-                    max_rows: int = 1000) -> TableCollection:
+                    max_rows: int = 1000, patterns: Optional[Sequence[str]] = None) -> TableCollection:
     """The collection `spec` names: a folder, a SQLite file or `sqlite:///PATH`, or a database URL.
+
+    `patterns` (a folder only): shell patterns matched against each file's table id (its path
+    relative to the folder, `/`-separated), e.g. `("*.csv",)` where every table also has a `.tsv`
+    twin; a file is kept when any pattern matches. Default: every `.csv` and `.tsv` file.
 
     Lists the tables (and reads `titles_file`) now, so a bad spec fails here; reads them only as
     the collection is iterated. See the module docstring for ids, titles, sources and limits.
@@ -460,9 +511,19 @@ def open_collection(spec: Union[str, "os.PathLike[str]"], titles_file: Optional[
     if max_rows < 1:
         raise CollectionError(f"max_rows must be at least 1, got {max_rows}")
     spec = os.fspath(spec)
-    source = _open_source(spec)
+    source = _open_source(spec, patterns)
     titles = read_titles(titles_file) if titles_file else {}
-    return TableCollection(spec, source, titles, max_rows)
+    return TableCollection(spec, source, titles, max_rows, os.path.abspath(titles_file) if titles_file else None,
+                           patterns)
+
+
+def absolute_spec(spec: str) -> str:
+    """`spec` with a local path made absolute (a URL as it is): what an index records."""
+    if spec.startswith(SQLITE_URL_PREFIX):
+        return SQLITE_URL_PREFIX + os.path.abspath(spec[len(SQLITE_URL_PREFIX):])
+    if "://" in spec:
+        return spec
+    return os.path.abspath(spec)
 
 
 def table_to_interaction_table(table: CollectionTable) -> interaction_pb2.Table:

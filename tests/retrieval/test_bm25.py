@@ -37,8 +37,9 @@ def index():
 
 
 @pytest.mark.parametrize("text, tokens", [
-    ("The Height of TORRE Jaume I?", ["height", "torre", "jaume", "i"]),
-    ("1,234 people, 3.5 km", ["1234", "people", "3.5", "km"]),
+    ("The Height of TORRE Jaume I?", ["height", "torr", "jaum", "i"]),   # stemmed, as Snowball's English
+    ("1,234 people, 3.5 km", ["1234", "peopl", "3.5", "km"]),
+    ("teams won matches", ["team", "won", "match"]),
     ("1,234,567.25", ["1234567.25"]),
     ("1,2345 and 1,23", ["1", "2345", "1", "23"]),   # not thousands separators: split there
     ("107m vs 107 m", ["107", "m", "vs", "107", "m"]),

@@ -14,7 +14,18 @@ def test_the_whole_table_fits():
         text="Aerial lift pylons\nName Height\nTorre Jaume I 107 m\nGant Hohtaelli 94 m\nSingapore cable car 88 m",
         cells_used=6,
         cells_dropped=0,
+        heading_lines=2,
     )
+
+
+def test_the_sparse_text_repeats_title_and_header_only():
+    doc = table_document("Aerial lift pylons", COLUMNS, ROWS[:1])
+    assert doc.sparse_text(3) == ("Aerial lift pylons\nName Height\n" * 3) + "Torre Jaume I 107 m"
+    assert doc.sparse_text(1) == doc.text
+    untitled = table_document("", COLUMNS, ROWS[:1])
+    assert untitled.sparse_text(2) == "Name Height\nName Height\nTorre Jaume I 107 m"
+    with pytest.raises(ValueError, match="heading_repeats"):
+        doc.sparse_text(0)
 
 
 def test_max_cells_cuts_row_by_row_and_counts_what_was_cut():
