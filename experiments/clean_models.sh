@@ -18,6 +18,13 @@
 #   finetune KIND NAME FROM [flags]
 #               KIND sqa or wtq: $WORK/synth_FROM (both heads kept) fine-tuned on the mixture's
 #               half of that task -> $WORK/KIND_NAME
+#   statements  TabFact create_data (train and val), and the intermediate pre-training statements
+#               of Eisenschlos et al. (2020) from TabFact's train tables only (make-statements keeps
+#               the rule; 400 train tables held out for choosing) -> $WORK/tabfact_data,
+#               $WORK/tf_statements, $WORK/tf_statements_data
+#   tabfact NAME FROM [flags]
+#               $WORK/synth_FROM's encoder on the made statements (INTERMEDIATE_STEPS) ->
+#               $WORK/tfstmt_NAME, then on TabFact train (TRAIN_STEPS) -> $WORK/tabfact_NAME
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,8 +93,34 @@ case "$stage" in
       --log_steps=50 --noprogress_bar --seed=1 "$@"
     stamp done
     ;;
+  statements)
+    stamp "TabFact create_data"
+    "${TAPAS[@]}" create-data --task=TABFACT --input_dir="$DATASETS/tabfact" --output_dir="$WORK/tabfact_data" \
+      --noprogress_bar
+    stamp "statements made from TabFact's train tables"
+    "${TAPAS[@]}" make-statements --input_dir="$DATASETS/tabfact" --output_dir="$WORK/tf_statements" \
+      --pairs_per_table="${PAIRS_PER_TABLE:-16}" --include_original --holdout_tables=400
+    "${TAPAS[@]}" create-data --task=TABFACT --input_dir="$WORK/tf_statements" \
+      --output_dir="$WORK/tf_statements_data" --noprogress_bar
+    stamp done
+    ;;
+  tabfact)
+    name=${1:?tabfact needs a NAME}; from=${2:?tabfact needs FROM}
+    shift 2
+    common=(--train_batch_size=32 --warmup_ratio=0.05 --gradient_clipping=1.0 --save_checkpoints_steps=500
+            --keep_checkpoint_max=30 --log_steps=100 --noprogress_bar --seed=1)
+    stamp "intermediate pre-training $WORK/synth_$from on made statements -> $WORK/tfstmt_$name"
+    "${TAPAS[@]}" train --task=TABFACT --output_dir="$WORK/tf_statements_data" --model_dir="$WORK/tfstmt_$name" \
+      --init_checkpoint="$WORK/synth_$from" --train_steps="${INTERMEDIATE_STEPS:-8000}" \
+      --learning_rate=5e-4 "${common[@]}" "$@"
+    stamp "fine-tuning $WORK/tfstmt_$name on TabFact train -> $WORK/tabfact_$name"
+    "${TAPAS[@]}" train --task=TABFACT --output_dir="$WORK/tabfact_data" --model_dir="$WORK/tabfact_$name" \
+      --init_checkpoint="$WORK/tfstmt_$name" --init_heads --train_steps="${TRAIN_STEPS:-3000}" \
+      --learning_rate=2e-4 "${common[@]}" "$@"
+    stamp done
+    ;;
   *)
-    echo "unknown stage $stage (data, synth, mix, finetune)" >&2
+    echo "unknown stage $stage (data, synth, mix, finetune, statements, tabfact)" >&2
     exit 2
     ;;
 esac
