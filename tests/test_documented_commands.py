@@ -131,6 +131,8 @@ def _check_evaluate(cwd, args, result):
 
 def _check_ask(cwd, args, result):
     assert re.search(r"^A: \S", result.stdout, flags=re.MULTILINE), result.stdout
+    if any(a.startswith("--index_dir=") for a in args):  # Over a collection the answer names the table it came from.
+        assert result.stdout.startswith("From table aerial_lift_pylons.csv"), result.stdout
 
 
 def _check_index(cwd, args, result):

@@ -96,7 +96,7 @@ def test_an_empty_question_is_an_error_not_a_conversation(question, no_tensorflo
 
 
 def test_a_missing_table_flag_is_a_usage_error(no_tensorflow):
-    assert_one_error_line(_ask("which?", env=no_tensorflow, timeout=60), 2, "--table is required")
+    assert_one_error_line(_ask("which?", env=no_tensorflow, timeout=60), 2, "--table or --index_dir is required")
 
 
 # --- flags -------------------------------------------------------------------------------------
