@@ -102,6 +102,9 @@ FLAGS = {
     "bundle": ("--weights", "--weigths=int8"),
     "make-statements": ("--pairs_per_table", "--pairs_per_tabel=3"),
     "verify": ("--table", "--tabel=x"),
+    "index": ("--tables", "--tabels=x"),
+    "search": ("--index_dir", "--index_dri=x"),
+    "evaluate-retrieval": ("--queries", "--querys=x"),
 }
 
 

@@ -109,7 +109,7 @@ def test_help_exits_0_and_lists_the_flags_that_matter(flag, no_tensorflow):
     for name in ("--table", "--[no]json", "--html", "--[no]prune", "--model_dir", "--threshold", "--vocab_file",
                  "--[no]fallback_to_best_cell", "--[no]expected_count", "--aggregation_model_dir"):
         assert name in result.stdout, (name, result.stdout)
-    assert "ask a table a question" in result.stdout
+    assert "ask a table, or a collection of tables, a question" in result.stdout
     assert ("--[no]logtostderr" in result.stdout) == (flag == "--helpfull")  # absl's own flags: full help only.
 
 
