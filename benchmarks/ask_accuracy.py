@@ -124,14 +124,19 @@ def _record(result, correct: bool, kind: str, task: str, question_id: str) -> di
             "features": confidence_features(result, result.follow_up)}
 
 
+def wtq_correct(result, targets: List[str]) -> bool:
+    """WTQ's denotation match: the selected cells, or the aggregated value when there is an operator."""
+    predicted = list(result.answers) if result.operator == "NONE" else result.value
+    return predicted is not None and denotation_matches(predicted, targets)
+
+
 def ask_wtq(qa: TableQA, wtq_dir: str, limit_tables: int = 0, split: Split = DEV) -> List[dict]:
     records = []
     for context, questions in wtq_questions(wtq_dir, limit_tables, split).items():
         frame = frame_from_table(read_wtq_table(wtq_dir, context))
         results = qa.answer_many(frame, [q["question"] for q in questions])
         for question, result in zip(questions, results):
-            predicted = list(result.answers) if result.operator == "NONE" else result.value
-            correct = predicted is not None and denotation_matches(predicted, question["targets"])
+            correct = wtq_correct(result, question["targets"])
             records.append(_record(result, correct, question_kind(question["question"]), "WTQ",
                                    question["id"]))
     return records

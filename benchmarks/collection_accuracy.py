@@ -15,7 +15,7 @@ tables held out of training: where the rule's parameters are chosen) is asked tw
   from them without asking again: the top-k by retrieval rank, p_retrieval the softmax of those k
   scores, the answer with the highest `collection_qa.combined_score`.
 
-Scored by WTQ's denotation (`metrics.denotation_matches`). Printed: accuracy given the table, each
+Scored by WTQ's denotation (`ask_accuracy.wtq_correct`). Printed: accuracy given the table, each
 grid point's accuracy, its ratio to the given accuracy, and how often the chosen table is the right
 one; with --output the whole grid as JSON.
 """
@@ -26,24 +26,18 @@ import json
 import os
 import sys
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from ask_accuracy import DEV, holdout_split, wtq_questions  # noqa: E402  (benchmarks/ask_accuracy.py)
+from ask_accuracy import DEV, holdout_split, wtq_correct, wtq_questions  # noqa: E402  (benchmarks/ask_accuracy.py)
 from machine import machine_line  # noqa: E402  (benchmarks/machine.py)
 
-from tapas_tf.inference.metrics import denotation_matches  # noqa: E402
 from tapas_tf.qa.collection_qa import CollectionQA, NoTableFound, combined_score, retrieval_probabilities  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
 from tapas_tf.qa.tables import AskError  # noqa: E402
 from tapas_tf.retrieval.table_index import TableIndex  # noqa: E402
-
-
-def correct(result, targets: Sequence[str]) -> bool:
-    predicted = list(result.answers) if result.operator == "NONE" else result.value
-    return predicted is not None and denotation_matches(predicted, targets)
 
 
 def ask_given(qa: TableQA, index: TableIndex, by_table: Dict[str, List[dict]]) -> Dict[str, bool]:
@@ -52,7 +46,7 @@ def ask_given(qa: TableQA, index: TableIndex, by_table: Dict[str, List[dict]]) -
     for table_id, questions in by_table.items():
         frame = index.read_table(table_id).frame
         for question, result in zip(questions, qa.answer_many(frame, [q["question"] for q in questions])):
-            right[question["id"]] = correct(result, question["targets"])
+            right[question["id"]] = wtq_correct(result, question["targets"])
     return right
 
 
@@ -73,7 +67,7 @@ def ask_collection(cqa: CollectionQA, by_table: Dict[str, List[dict]]) -> List[d
                 record["candidates"].append({
                     "rank": candidate.rank, "table_id": candidate.table_id, "score": candidate.retrieval_score,
                     "confidence": candidate.result.confidence,
-                    "right": correct(candidate.result, question["targets"])})
+                    "right": wtq_correct(candidate.result, question["targets"])})
             records.append(record)
     return records
 

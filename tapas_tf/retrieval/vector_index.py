@@ -111,6 +111,14 @@ def _require_files(directory: str, names: Sequence[str]) -> None:
             raise ValueError(f"{path} is missing: {directory} is not a complete saved vector index")
 
 
+def _merge_params(defaults: dict[str, Any], given: dict[str, Any], library: str) -> dict[str, Any]:
+    """`defaults` updated with `given`; ValueError naming any parameter the library does not have."""
+    unknown = set(given) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown {library} parameters {sorted(unknown)}; known: {sorted(defaults)}")
+    return {**defaults, **given}
+
+
 def _threads(threads: int | None) -> int:
     return max(1, int(threads or os.cpu_count() or 1))
 
@@ -296,11 +304,7 @@ class FaissIndex:
 
         x = _as_matrix(embeddings, "embeddings")
         n, d = x.shape
-        p = self.default_params(n)
-        unknown = set(params) - set(p)
-        if unknown:
-            raise ValueError(f"unknown FAISS parameters {sorted(unknown)}; known: {sorted(p)}")
-        p.update(params)
+        p = _merge_params(self.default_params(n), params, "FAISS")
         if p["encoding"] not in ("flat", "sq8", "pq_refine"):
             raise ValueError(f"FAISS encoding must be flat, sq8 or pq_refine, got {p['encoding']!r}")
         p["nlist"] = max(1, min(int(p["nlist"]), n))  # k-means cannot make more lists than points
@@ -456,11 +460,7 @@ class ScannIndex:
 
         x = _as_matrix(embeddings, "embeddings")
         n, d = x.shape
-        p = self.default_params(n)
-        unknown = set(params) - set(p)
-        if unknown:
-            raise ValueError(f"unknown ScaNN parameters {sorted(unknown)}; known: {sorted(p)}")
-        p.update(params)
+        p = _merge_params(self.default_params(n), params, "ScaNN")
         dtypes = {"float32": scann.ReorderType.FLOAT32, "bfloat16": scann.ReorderType.BFLOAT16,
                   "int8": scann.ReorderType.INT8}
         if p["reorder_dtype"] not in dtypes:
@@ -677,7 +677,6 @@ class VectorIndex:
             backend = backend_cls.load(directory, params, dim=metadata.get("dim"))
         else:
             backend = backend_cls.load(directory, params)
-        backend.params = params
         with open(os.path.join(directory, IDS_FILE)) as f:
             ids = json.load(f)
         for name, saved, actual in (("dim", metadata.get("dim"), backend.dim),
