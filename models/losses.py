@@ -372,3 +372,38 @@ def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
       <float32>[batch].
     """
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def in_batch_retrieval_loss(query_embeddings: tf.Tensor, table_embeddings: tf.Tensor,
+                            table_ids: Optional[tf.Tensor] = None, logit_scale: float = 1.0) -> tf.Tensor:
+    """Softmax cross-entropy of each question against every table of the batch (DTR's loss).
+
+    Question i's gold table is table i; every other table of the batch is a negative, and so is
+    each mined hard negative, which comes after the batch's gold tables:
+
+        tables = [gold_0 .. gold_{b-1}, negatives ...]
+        logits = logit_scale * Q T^T          <float32>[b, num_tables]
+        loss_i = -log softmax(logits_i)[i]
+
+    A negative that is the same table as question i's gold (same `table_ids`; several questions
+    of a batch often share a table) is no negative: it is masked out of question i's softmax.
+
+    Args:
+      query_embeddings: <float32>[b, dim].
+      table_embeddings: <float32>[num_tables, dim], num_tables >= b, gold tables first.
+      table_ids: optional <int64>[num_tables], an id (hash) per table.
+      logit_scale: float, multiplies the inner products.
+
+    Returns:
+      <float32>[b], the loss per question.
+    """
+    logits = logit_scale * tf.matmul(query_embeddings, table_embeddings, transpose_b=True)
+    batch = tf.shape(query_embeddings)[0]
+    num_tables = tf.shape(table_embeddings)[0]
+    # <bool>[b, num_tables]: True at (i, i).
+    gold = tf.equal(tf.range(batch)[:, None], tf.range(num_tables)[None, :])
+    if table_ids is not None:
+        table_ids = tf.reshape(table_ids, [-1])
+        same_table = tf.equal(table_ids[:batch, None], table_ids[None, :])
+        logits = tf.where(same_table & ~gold, CLOSE_ENOUGH_TO_LOG_ZERO, logits)
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.range(batch), logits=logits)
