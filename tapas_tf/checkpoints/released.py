@@ -36,10 +36,19 @@ finds it there and makes no network request at all, so a branch such as
 huggingface_hub's cache are not downloaded again). `HF_HUB_OFFLINE=1` forbids downloads, of zips
 too; a cached model loads as always. The import runs in a scratch directory that is renamed into
 place, under a file lock, so concurrent calls import once and a crash leaves no half model.
+
+Google's table retrievers (the dual encoders of DENSE_TABLE_RETRIEVER.md) have short names,
+`RETRIEVER_RELEASES` (`tapas_nq_hn_retriever_tiny`, ...): `retriever_release(NAME)` gives the zip's
+address on `$TAPAS_TF_RELEASE_HOST` (default https://storage.googleapis.com). They are imported by
+`tapas_tf.checkpoints.retriever` (into a directory, or cached as here with `model_kind`
+"dual_encoder"), through the same download (`downloaded_zip`) and cache (`import_once`); asked for
+as a question-answering model or a classifier, one is refused in one line.
 """
 
+import contextlib
 import dataclasses
 import datetime
+import difflib
 import hashlib
 import json
 import logging
@@ -49,7 +58,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 from urllib.parse import quote, urlparse
 
 from tapas_tf.checkpoints import download, hub, importer, model_dir as model_dir_lib
@@ -64,6 +73,22 @@ RELEASE_TASKS = (("wtq_wikisql_sqa_", "WTQ"), ("wikisql_sqa_", "WIKISQL_SUPERVIS
 CLASSIFIER_RELEASE = ("tabfact_", "TABFACT")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 _SIZES = ("large", "base", "medium", "small", "mini", "tiny")
+# Google's released table retrievers (TF1 dual encoders: `bert/` tables, `bert_1/` questions), by name:
+# every zip that DENSE_TABLE_RETRIEVER.md of google-research/tapas lists (no mini or base size was
+# released). `tapas_dual_encoder_proj_*` are the pre-trained ones (proj_0: no down projection),
+# `tapas_nq_*retriever_*` those fine-tuned on Natural Questions tables (hn: with hard negatives).
+RETRIEVER_RELEASE_PATH = "/tapas_models/2021_04_27/"
+RETRIEVER_RELEASES = tuple(
+    [f"tapas_nq_hn_retriever_{size}" for size in ("large", "medium", "small", "tiny")]
+    + [f"tapas_nq_retriever_{size}" for size in ("large", "medium", "small", "tiny")]
+    + ["tapas_dual_encoder_proj_0_large"]
+    + [f"tapas_dual_encoder_proj_256_{size}" for size in ("large", "medium", "small", "tiny")]
+)
+RELEASE_HOST_ENV = "TAPAS_TF_RELEASE_HOST"
+DEFAULT_RELEASE_HOST = "https://storage.googleapis.com"
+# The `model_kind` of a cached retriever (released.json), as the `kind` of its embedder.json.
+DUAL_ENCODER = "dual_encoder"
+_RETRIEVER_STEM = re.compile(r"^tapas_(nq_(hn_)?retriever|dual_encoder_proj_\d+)_")
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +164,33 @@ def _parse_address(text: str, revision: Optional[str]) -> Release:
     return Release("zip", url, sha256=sha256)
 
 
+def is_retriever_stem(stem: str) -> bool:
+    """True for the name of one of Google's table retrievers (`tapas_nq_hn_retriever_tiny`, ...)."""
+    return stem in RETRIEVER_RELEASES or bool(_RETRIEVER_STEM.match(stem))
+
+
+def release_host() -> str:
+    """Where Google's release zips are served: `$TAPAS_TF_RELEASE_HOST`, default DEFAULT_RELEASE_HOST."""
+    return (os.environ.get(RELEASE_HOST_ENV) or DEFAULT_RELEASE_HOST).rstrip("/")
+
+
+def retriever_release(name: str) -> Release:
+    """A released retriever: a name of RETRIEVER_RELEASES (optionally `#sha256=HEX`), or a zip's address.
+
+    Raises:
+      ReleasedModelError: an unknown name (with the nearest known one), or a malformed address.
+    """
+    text = (name or "").strip()
+    if urlparse(text).scheme.lower() in ("http", "https") or "://" in text:
+        return parse_name(text)
+    stem, hash_sign, fragment = text.partition("#")
+    if stem not in RETRIEVER_RELEASES:
+        nearest = difflib.get_close_matches(stem, RETRIEVER_RELEASES, n=1)
+        hint = f"; did you mean {nearest[0]}?" if nearest else ""
+        raise ReleasedModelError(f"{stem!r} is not a released retriever{hint} (known: {', '.join(RETRIEVER_RELEASES)})")
+    return _parse_address(f"{release_host()}{RETRIEVER_RELEASE_PATH}{stem}.zip{hash_sign}{fragment}", None)
+
+
 def release_zip_options(url: str, task: str = QUESTION_ANSWERING) -> Tuple[str, bool]:
     """(task preset, reset_position_index_per_cell) of an original release, from its file name.
 
@@ -153,6 +205,8 @@ def release_zip_options(url: str, task: str = QUESTION_ANSWERING) -> Tuple[str, 
     """
     hub.check_task(task)
     stem = _zip_stem(url)
+    if is_retriever_stem(stem):
+        raise ReleasedModelError(_wrong_kind(stem, DUAL_ENCODER))
     rest = stem[len("tapas_"):] if stem.startswith("tapas_") else None
     qa_task = next((name for prefix, name in RELEASE_TASKS if (rest or "").startswith(prefix)), None)
     is_classifier = rest is not None and rest.startswith(CLASSIFIER_RELEASE[0])
@@ -224,9 +278,32 @@ def released_model_dir(name: str, revision: Optional[str] = None, token: Optiona
     """
     hub.check_task(task)
     release = parse_name(name, revision)
+
+    def import_into(model_dir: str) -> Dict[str, Any]:
+        if release.kind == "hub":
+            return _import_hub(release, model_dir, token, task)
+        return _import_zip(release, model_dir, task)
+
+    return import_once(release, task, import_into, lambda final: _checked_cache(release, final, task),
+                       force_download)
+
+
+def import_once(release: Release, kind: str, import_into: Callable[[str], Dict[str, Any]],
+                check_cached: Callable[[str], str], force_download: bool = False) -> str:
+    """The cached model directory of `release`, made by `import_into` on first use (or when forced).
+
+    Args:
+      release: what is imported; `cached_model_dir(release)` is where.
+      kind: the `model_kind` recorded in the manifest (question_answering, classification, dual_encoder).
+      import_into: writes the model into the directory it is given and returns the manifest's fields.
+      check_cached: given the cached directory, checks it is what was asked for and returns it.
+      force_download: import again even when cached.
+
+    The import runs in a scratch directory renamed into place, under a file lock (see the module doc).
+    """
     final = cached_model_dir(release)
     if not force_download and os.path.exists(os.path.join(final, MANIFEST_FILE)):
-        return _checked_cache(release, final, task)
+        return check_cached(final)
     from filelock import FileLock  # pylint: disable=import-outside-toplevel  (huggingface_hub's dependency)
 
     key = os.path.relpath(final, models_cache_dir())
@@ -234,8 +311,8 @@ def released_model_dir(name: str, revision: Optional[str] = None, token: Optiona
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     with FileLock(lock_path):
         if not force_download and os.path.exists(os.path.join(final, MANIFEST_FILE)):
-            return _checked_cache(release, final, task)  # Another process imported it meanwhile.
-        return _import(release, final, token, task)
+            return check_cached(final)  # Another process imported it meanwhile.
+        return _import(release, final, import_into, kind)
 
 
 def _checked_cache(release: Release, final: str, task: str) -> str:
@@ -259,6 +336,10 @@ def _kind_of(model_dir: str) -> str:
 
 def _wrong_kind(display: str, kind: str) -> str:
     """The refusal of a model of `kind` asked for as the other kind: what to use instead."""
+    if kind == DUAL_ENCODER:
+        return (f"{display} is a table retriever (a dual encoder), which answers no questions and judges no "
+                "statements: import it with tapas-tf import --format=tf1 --source=NAME, or "
+                "tapas_tf.checkpoints.retriever.import_retriever")
     if kind == CLASSIFICATION:
         return (f"{display} is a TabFact table classifier (is a statement true of the table?), which answers "
                 "no questions: judge statements with it through TableFactChecker.from_pretrained")
@@ -266,18 +347,15 @@ def _wrong_kind(display: str, kind: str) -> str:
             f"TableQA.from_pretrained, or take a TabFact classifier (e.g. {hub.EXAMPLE_TABFACT_MODEL})")
 
 
-def _import(release: Release, final: str, token: Optional[str], task: str) -> str:
+def _import(release: Release, final: str, import_into: Callable[[str], Dict[str, Any]], kind: str) -> str:
     """Downloads and imports `release` into a scratch directory, then renames it to `final`."""
     os.makedirs(os.path.dirname(final), exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=".importing-", dir=os.path.dirname(final))
     try:
         model_dir = os.path.join(scratch, "model")
-        if release.kind == "hub":
-            manifest = _import_hub(release, model_dir, token, task)
-        else:
-            manifest = _import_zip(release, model_dir, task)
+        manifest = import_into(model_dir)
         imported = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        manifest.update(name=release.display, model_kind=task, imported=imported)
+        manifest.update(name=release.display, model_kind=kind, imported=imported)
         with open(os.path.join(model_dir, MANIFEST_FILE), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -304,13 +382,7 @@ def _import_hub(release: Release, model_dir: str, token: Optional[str], task: st
 def _import_zip(release: Release, model_dir: str, kind: str) -> Dict[str, Any]:
     # Before downloading: a wrong kind fails at once.
     task, reset = release_zip_options(release.location, kind)
-    if hub.hub_offline():
-        raise ReleasedModelError(f"{release.location} is not in the cache and HF_HUB_OFFLINE forbids "
-                                 "downloading it")
-    zip_path = os.path.join(models_cache_dir(), "downloads", _zip_key(release.location) + ".zip")
-    try:
-        digest = download.download_file(release.location, zip_path, release.sha256)
-        _check_zip(zip_path, release.location)
+    with downloaded_zip(release) as (zip_path, digest):
         log.info("Importing %s (SHA-256 %s)", release.display, digest)
         options = {"reset_position_index_per_cell": reset}
         if kind == CLASSIFICATION:  # TABFACT is no importer --task: its preset's options, given here.
@@ -319,13 +391,33 @@ def _import_zip(release: Release, model_dir: str, kind: str) -> Dict[str, Any]:
         else:
             preset = task
         report = _run_importer(release, kind, "tf1", zip_path, model_dir, task=preset, model_options=options)
+    return dict(source="zip", url=release.location, sha256=digest, task=task,
+                reset_position_index_per_cell=reset, model_class=report["model_class"])
+
+
+@contextlib.contextmanager
+def downloaded_zip(release: Release) -> Iterator[Tuple[str, str]]:
+    """(path, SHA-256) of `release`'s zip, downloaded into the cache's downloads/ and CRC-checked.
+
+    The zip is deleted when the block ends (what is kept is the import); the `.part` of an
+    interrupted download stays, so the next call resumes it.
+
+    Raises:
+      ReleasedModelError: HF_HUB_OFFLINE is set, or the download fails or is no valid zip.
+    """
+    if hub.hub_offline():
+        raise ReleasedModelError(f"{release.location} is not in the cache and HF_HUB_OFFLINE forbids "
+                                 "downloading it")
+    zip_path = os.path.join(models_cache_dir(), "downloads", _zip_key(release.location) + ".zip")
+    try:
+        digest = download.download_file(release.location, zip_path, release.sha256)
+        _check_zip(zip_path, release.location)
+        yield zip_path, digest
     except download.DownloadError as e:
         raise ReleasedModelError(str(e)) from None
     finally:
         if os.path.exists(zip_path):
-            os.remove(zip_path)  # The .part of an interrupted download stays, to be resumed.
-    return dict(source="zip", url=release.location, sha256=digest, task=task,
-                reset_position_index_per_cell=reset, model_class=report["model_class"])
+            os.remove(zip_path)
 
 
 def _check_zip(path: str, url: str) -> None:
