@@ -38,12 +38,15 @@ request with an InvalidArgument error that says what is wrong.
 
 For asking on one machine without TensorFlow, `lite_export` writes a LiteRT copy of the model into
 its model directory instead (model.tflite, which `ask` and `TableQA` pick up).
+
+A retrieval dual encoder exports with `retriever_export` (`tapas-tf export-retriever`), through
+the same versioned directory (`write_version`).
 """
 
 import os
 import shutil
 import uuid
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -217,7 +220,13 @@ def next_version(export_dir: str) -> int:
     return max((int(name) for name in names if name.isascii() and name.isdigit()), default=0) + 1
 
 
-def _version_dir(export_dir: str, version: Optional[int]) -> str:
+def new_version_dir(export_dir: str, version: Optional[int]) -> str:
+    """`export_dir/<version>` (default the next version), checked to be free.
+
+    Raises:
+      FileExistsError: the version exists.
+      ValueError: the version is not a positive integer.
+    """
     if version is None:
         version = next_version(export_dir)
     elif isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -250,22 +259,43 @@ def export_saved_model(model, export_dir: str, version: Optional[int] = None,
       FileExistsError: the version exists.
       ValueError: the version is not a positive integer.
     """
-    path = _version_dir(export_dir, version)
-    tf.io.gfile.makedirs(export_dir)
     module = ServingModule(model)
+
+    def write(directory: str) -> None:
+        tf.saved_model.save(module, directory, signatures=module.signatures())
+        assets = os.path.join(directory, ASSETS_EXTRA)
+        tf.io.gfile.makedirs(assets)
+        with tf.io.gfile.GFile(os.path.join(assets, model_dir_lib.CONFIG_FILE), "w") as f:
+            f.write(model.tapas_config.to_json_string())
+        if vocab_file:
+            tf.io.gfile.copy(vocab_file, os.path.join(assets, VOCAB_FILE))
+
+    return write_version(export_dir, version, write)
+
+
+def write_version(export_dir: str, version: Optional[int], write: Callable[[str], None]) -> str:
+    """Runs `write(directory)` to fill version `version` (default the next) of `export_dir`.
+
+    On a local disk `directory` is a temporary name in `export_dir`, renamed to the version when
+    `write` returns and removed if it raises, so a TF Serving instance watching `export_dir`
+    never loads a half-written version; on a remote file system (gs://...) it is the version
+    itself.
+
+    Returns:
+      The version directory, `export_dir/<version>`.
+
+    Raises:
+      FileExistsError, ValueError: see `new_version_dir`; and what `write` raises.
+    """
+    path = new_version_dir(export_dir, version)
+    tf.io.gfile.makedirs(export_dir)
     staging = path
     if "://" not in export_dir:
         # Not a number, so TF Serving skips it. Made with the umask's mode, unlike mkdtemp's 0700,
         # which would hide the version from a server running as another user.
         staging = os.path.join(export_dir, f".export-{os.path.basename(path)}-{uuid.uuid4().hex[:8]}")
     try:
-        tf.saved_model.save(module, staging, signatures=module.signatures())
-        assets = os.path.join(staging, ASSETS_EXTRA)
-        tf.io.gfile.makedirs(assets)
-        with tf.io.gfile.GFile(os.path.join(assets, model_dir_lib.CONFIG_FILE), "w") as f:
-            f.write(model.tapas_config.to_json_string())
-        if vocab_file:
-            tf.io.gfile.copy(vocab_file, os.path.join(assets, VOCAB_FILE))
+        write(staging)
         if staging != path:
             os.rename(staging, path)  # Fails, rather than merging, if the version appeared meanwhile.
     except BaseException:
@@ -289,16 +319,17 @@ def export_model_dir(model_dir: str, export_dir: str, version: Optional[int] = N
     """
     if not tf.io.gfile.isdir(model_dir):
         raise FileNotFoundError(f"model directory {model_dir} does not exist")
-    _version_dir(export_dir, version)
+    new_version_dir(export_dir, version)
     if vocab_file is None and tf.io.gfile.exists(os.path.join(model_dir, VOCAB_FILE)):
         vocab_file = os.path.join(model_dir, VOCAB_FILE)
     if vocab_file:
-        _check_vocab_size(vocab_file, model_dir_lib.load_config(model_dir).vocab_size)
+        check_vocab_size(vocab_file, model_dir_lib.load_config(model_dir).vocab_size)
     model = model_dir_lib.load_model(model_dir, checkpoint)
     return export_saved_model(model, export_dir, version, vocab_file)
 
 
-def _check_vocab_size(vocab_file: str, model_vocab_size: int) -> None:
+def check_vocab_size(vocab_file: str, model_vocab_size: int) -> None:
+    """Refuses a vocabulary with more pieces than the model has word embeddings."""
     with tf.io.gfile.GFile(vocab_file) as f:
         pieces = sum(1 for line in f if line.strip())
     if pieces > model_vocab_size:
