@@ -12,6 +12,17 @@
     POST /api/reset               {"session": id} -> a new conversation about the same table
     POST /api/verify              {"session": id, "statement": "..."} -> is it true of the table? (with a
                                   TabFact model: `create_app(..., fact_checker=...)`)
+    POST /api/collection          {} -> a new session over the server's collection of tables (with
+                                  `create_app(..., collection=web_collections.load_served_collection(...))`)
+    POST /api/collection/upload?name=a.csv&size=120&name=b.csv&size=300
+                                  the files one after the other as the body -> a session over them,
+                                  indexed for it (`web_collections.upload_request` builds it)
+
+In a collection session /api/ask answers from the collection: the first question reads the best-
+matching tables and keeps the best answer, follow-ups stay with its table, and each answer names
+the table (`table_id`, `table_title`, `table_source`, `table_line`) and the first answer's
+`runners_up`; /api/reset lets the next question choose the table again. /api/info says whether
+the server has a collection (`collection`: its name, source and number of tables).
 
 Every error is JSON, `{"error": "a sentence for the user"}`, with a 4xx status for bad input and
 500 for a failure of ours (logged with its traceback); either way the server goes on serving.
@@ -32,6 +43,7 @@ finishing the requests in flight (at most 30 s more), and returns.
 """
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -42,7 +54,7 @@ import signal
 import socket
 import threading
 import time
-from typing import AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional, Union
+from typing import AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import uvicorn
 from starlette.applications import Starlette
@@ -53,10 +65,19 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tapas_tf.qa.collection_qa import CollectionQA
 from tapas_tf.qa.fact_checker import TableFactChecker
 from tapas_tf.qa.table_qa import TableQA
 from tapas_tf.qa.tables import AskError
 from tapas_tf.serving.batching import DirectAnswers, QuestionBatcher, answerer_for
+from tapas_tf.serving.web_collections import (
+    READER_THREADS,
+    BatchedReader,
+    ServedCollection,
+    SharedCollectionQA,
+    index_uploads,
+    split_upload,
+)
 from tapas_tf.serving.web_sessions import (
     SessionStore,
     WebError,
@@ -95,6 +116,12 @@ class _WebState:
     # A TabFact model for "check a statement", or a function that loads it on first use; None: no such mode.
     fact_checker: Union[None, TableFactChecker, Callable[[], TableFactChecker]] = None
     fact_checker_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    # The server's collection of tables, and the one CollectionQA its sessions share; None: none.
+    collection: Optional[ServedCollection] = None
+    collection_qa: Optional[SharedCollectionQA] = None
+    # The model as a collection reads it: every call through `batcher` (web_collections.BatchedReader).
+    reader: Optional[BatchedReader] = None
+    pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def checker(self) -> TableFactChecker:
         """The TabFact model (loaded now if it is not yet); WebError 404 when the server has none."""
@@ -109,12 +136,14 @@ class _WebState:
 
 def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "",
                batcher: Union[QuestionBatcher, DirectAnswers, None] = None,
-               fact_checker: Union[None, TableFactChecker, Callable[[], TableFactChecker]] = None) -> Starlette:
+               fact_checker: Union[None, TableFactChecker, Callable[[], TableFactChecker]] = None,
+               collection: Optional[ServedCollection] = None) -> Starlette:
     """The app serving the page and its endpoints for one loaded model; `batcher` runs the model for
     concurrent questions, and stops with the app (default `batching.answerer_for` the model's
     runner: batched calls for TensorFlow, each request's own call for LiteRT). `fact_checker` (a
     TabFact model, or a function that loads one when the first statement comes) turns on the page's
-    "check a statement" mode."""
+    "check a statement" mode. `collection` (`web_collections.load_served_collection`) starts the
+    page in collection mode."""
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/favicon.ico", _favicon, methods=["GET"]),
@@ -124,15 +153,24 @@ def create_app(qa: TableQA, limits: WebLimits = WebLimits(), model_name: str = "
         Route("/api/ask", _ask, methods=["POST"]),
         Route("/api/reset", _reset, methods=["POST"]),
         Route("/api/verify", _verify, methods=["POST"]),
+        Route("/api/collection", _collection, methods=["POST"]),
+        Route("/api/collection/upload", _upload_collection, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
-    app.state.web = _WebState(qa, limits, SessionStore(limits.max_sessions), model_name,
-                              batcher or answerer_for(qa.runner, qa.answer_encoded), fact_checker)
+    web = _WebState(qa, limits, SessionStore(limits.max_sessions), model_name,
+                    batcher or answerer_for(qa.runner, qa.answer_encoded), fact_checker)
+    # Threads start only when a collection's first question hands its tables over.
+    web.pool = concurrent.futures.ThreadPoolExecutor(READER_THREADS, thread_name_prefix="collection-reader")
+    web.reader = BatchedReader(qa, web.batcher.answer, web.pool)
+    if collection is not None:
+        web.collection = collection
+        web.collection_qa = SharedCollectionQA(collection.index, web.reader, k=collection.k,
+                                               method=collection.method)
+    app.state.web = web
     return app
 
 
-@contextlib.asynccontextmanager
 def fact_checker_loader(directory: Optional[str], vocab_file: Optional[str] = None
                         ) -> Optional[Callable[[], TableFactChecker]]:
     """For `create_app(fact_checker=...)`: a function that loads the TabFact model in `directory` on
@@ -157,10 +195,12 @@ def fact_checker_loader(directory: Optional[str], vocab_file: Optional[str] = No
     return load
 
 
+@contextlib.asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     yield
     # After the requests in flight: uvicorn waits for them (at most _GRACEFUL_SECONDS) first.
     await run_in_threadpool(app.state.web.batcher.close, _GRACEFUL_SECONDS)
+    app.state.web.pool.shutdown(wait=False)
 
 
 def server_config(app: Starlette, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
@@ -299,7 +339,8 @@ async def _info(request: Request, web: _WebState) -> Dict:
     return {"model": web.model_name, "aggregation_model": web.qa.aggregation_model_name,
             "fact_checker": None if checker is None else getattr(checker, "name", "a TabFact model"),
             "examples": example_tables(), "threshold": web.qa.rule.threshold,
-            "limits": dataclasses.asdict(web.limits)}
+            "limits": dataclasses.asdict(web.limits),
+            "collection": None if web.collection is None else web.collection.info.to_dict()}
 
 
 @_json_endpoint
@@ -315,6 +356,24 @@ async def _upload(request: Request, web: _WebState) -> Dict:
 async def _example(request: Request, web: _WebState) -> Dict:
     name = str((await _json_body(request)).get("name", ""))
     return await run_in_threadpool(_open_session, web, name, lambda: load_example(name, web.limits))
+
+
+@_json_endpoint
+async def _collection(request: Request, web: _WebState) -> Dict:
+    await _json_body(request)  # Read, so a client sending one is answered; nothing in it is needed.
+    return await run_in_threadpool(_open_collection_session, web)
+
+
+@_json_endpoint
+async def _upload_collection(request: Request, web: _WebState) -> Dict:
+    names, sizes = request.query_params.getlist("name"), request.query_params.getlist("size")
+    limits = web.limits
+    # The body is read (up to its limit) before any refusal, so the client reads the answer (`_drain`).
+    data = await _read_body(request, limits.max_collection_bytes,
+                            f"the files are larger than {limits.max_collection_bytes:,} bytes together, the "
+                            "most this page takes at once")
+    files = split_upload(names, sizes, data, limits)
+    return await run_in_threadpool(_open_uploaded_collection, web, files)
 
 
 @_json_endpoint
@@ -343,6 +402,26 @@ def _open_session(web: _WebState, name: str, load: Callable) -> Dict:
     No lock: other sessions' questions go on meanwhile."""
     conversation = web.qa.conversation(load())
     session = web.sessions.open(os.path.basename(name), conversation)
+    return dict(table_view(session, web.limits), history=[])
+
+
+def _open_collection_session(web: _WebState) -> Dict:
+    """A new conversation over the server's collection: its first question chooses the table."""
+    if web.collection is None:
+        raise WebError("this server has no collection of tables: start it with --index_dir=DIR or "
+                       "--tables=DIR, or upload several files at once", 404)
+    info = web.collection.info
+    session = web.sessions.open(info.name, web.collection_qa.conversation(), collection=info)
+    return dict(table_view(session, web.limits), history=[])
+
+
+def _open_uploaded_collection(web: _WebState, files: Sequence[Tuple[str, bytes]]) -> Dict:
+    """Indexes the uploaded files for a new session, which keeps their folder while it lives."""
+    uploaded = index_uploads(files, web.limits)
+    # Only this session asks it, a question at a time (`Session.lock`): no lock, and a small cache.
+    cqa = CollectionQA(uploaded.index, web.reader, k=uploaded.info.k, cache_tables=uploaded.info.k)
+    session = web.sessions.open(uploaded.info.name, cqa.conversation(), collection=uploaded.info,
+                                keeps=uploaded.folder)
     return dict(table_view(session, web.limits), history=[])
 
 

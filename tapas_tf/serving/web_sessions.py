@@ -11,6 +11,10 @@ is converted once, when it is uploaded (`TableQA.conversation`); every question 
 reuses it. Sessions are few and bounded (least recently used first out), so a server that runs for
 weeks holds at most `max_sessions` tables. Uploads are checked against the limits as early as each
 can be: bytes first, then the header's columns before the file is parsed, then the rows.
+
+A session may instead hold a collection of tables (`web_collections`: the server's, or files uploaded
+together): its conversation is a `collection_qa.CollectionConversation`, whose first answer chooses
+the table that its follow-ups stay with, and its views name that table and the runners-up.
 """
 
 import collections
@@ -19,21 +23,24 @@ import os
 import re
 import secrets
 import threading
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
 import tapas_tf.data
-from tapas_tf.qa.ask_encoding import EncodedQuestion
+from tapas_tf.qa.ask_encoding import EncodedQuestion, PreparedTable
 from tapas_tf.qa.ask_results import AskResult, format_number
+from tapas_tf.qa.collection_qa import Candidate, CollectionConversation, NoTableFound
 from tapas_tf.qa.rendering import render_table_html
-from tapas_tf.qa.table_qa import Conversation
+from tapas_tf.qa.table_qa import Conversation, TableQA
 from tapas_tf.qa.tables import AskError, check_frame, header_width, read_csv_bytes, sniff_delimiter
 
 EXAMPLE_TABLES_DIR = os.path.join(os.path.dirname(os.path.abspath(tapas_tf.data.__file__)), "example_tables")
 # What the page accepts as a CSV file. A CSV is text, so the name is the only cheap sign of a
 # spreadsheet or an image chosen by mistake.
 CSV_SUFFIXES = (".csv", ".txt")
+# Files uploaded together as a collection may also be tab-separated.
+COLLECTION_SUFFIXES = (".csv", ".tsv", ".txt")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +56,9 @@ class WebLimits:
       max_sessions: conversations kept at once; the least recently used one goes first.
       max_question_chars: the longest question accepted.
       max_rows_shown: rows of the table in the page (rows with selected cells are always shown).
+      max_collection_files: the most files uploaded together as a collection (each is checked
+        against the limits of one table above).
+      max_collection_bytes: the most bytes of the files uploaded together.
     """
 
     max_upload_bytes: int = 5 * 2**20
@@ -57,6 +67,8 @@ class WebLimits:
     max_sessions: int = 32
     max_question_chars: int = 1_000
     max_rows_shown: int = 200
+    max_collection_files: int = 20
+    max_collection_bytes: int = 20 * 2**20
 
 
 class WebError(Exception):
@@ -70,8 +82,9 @@ class WebError(Exception):
 # --- tables ---------------------------------------------------------------------------------------
 
 
-def load_upload(data: bytes, filename: str, limits: WebLimits) -> pd.DataFrame:
-    """An uploaded CSV file as a DataFrame of text.
+def load_upload(data: bytes, filename: str, limits: WebLimits,
+                suffixes: Sequence[str] = CSV_SUFFIXES) -> pd.DataFrame:
+    """An uploaded CSV file (or TSV, a .tsv name among `suffixes`) as a DataFrame of text.
 
     Raises:
       AskError: a file that is not CSV, is empty, or has more bytes, columns or rows than `limits`
@@ -79,12 +92,14 @@ def load_upload(data: bytes, filename: str, limits: WebLimits) -> pd.DataFrame:
         converting 100,000 columns would cost seconds of the server's time for a table refused anyway.
     """
     name = os.path.basename(filename or "") or "the upload"
-    if not name.lower().endswith(CSV_SUFFIXES):
-        raise AskError(f"{name} is not a CSV file: choose a .csv file with a header row")
+    if not name.lower().endswith(tuple(suffixes)):
+        kind = "CSV or TSV" if ".tsv" in suffixes else "CSV"
+        raise AskError(f"{name} is not a {kind} file: choose a .csv file with a header row")
     if len(data) > limits.max_upload_bytes:
         raise AskError(f"{name} has {len(data):,} bytes; this page takes CSV files up to "
                        f"{limits.max_upload_bytes:,} bytes")
-    delimiter = sniff_delimiter(data)  # Once, for the header check and the parse.
+    # Once, for the header check and the parse.
+    delimiter = "\t" if name.lower().endswith(".tsv") else sniff_delimiter(data)
     _check_columns(name, header_width(data, delimiter), limits)
     frame = read_csv_bytes(data, name, delimiter)
     check_frame(frame)
@@ -121,26 +136,82 @@ def load_example(name: str, limits: WebLimits) -> pd.DataFrame:
 # --- sessions -------------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class CollectionInfo:
+    """What the page says about a session's collection of tables.
+
+    Attributes:
+      name: what the page calls it ("my_tables", "3 uploaded files").
+      source: where its tables are (a folder, a database; "uploaded files").
+      tables: how many tables it holds.
+      method: the retrieval method (bm25).
+      k: how many of the best-matching tables a first question reads.
+      uploaded: files uploaded together: a table's source is shown as its file name, not the
+        server's temporary folder.
+      skipped: how many files or tables could not be read.
+      skipped_files: some of them (at most `MAX_SKIPPED_SHOWN`), as {"name", "reason"}.
+    """
+
+    name: str
+    source: str
+    tables: int
+    method: str
+    k: int
+    uploaded: bool = False
+    skipped: int = 0
+    skipped_files: Tuple[Dict[str, str], ...] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(dataclasses.asdict(self), skipped_files=[dict(item) for item in self.skipped_files])
+
+    def shown_source(self, table_id: str, source: str) -> str:
+        """A table's source as the page shows it: the uploaded file's name for an upload."""
+        return f"uploaded {table_id}" if self.uploaded else source
+
+
+# Files that could not be read that a collection's view names (all are counted).
+MAX_SKIPPED_SHOWN = 20
+
+
 @dataclasses.dataclass
 class Session:
-    """One browser's table and its conversation (`table_qa.Conversation`).
+    """One browser's table and its conversation (`table_qa.Conversation`), or a collection of tables
+    and a conversation over it (`collection_qa.CollectionConversation`, with `collection` set).
 
     `lock` keeps one question at a time per conversation: a follow-up sees the answer before it
     (questions of different sessions run at once, and their model calls are batched together).
+    `keeps` holds what the session needs on disk (the temporary folder of uploaded files), which
+    goes with the session.
     """
 
     id: str
     name: str
-    conversation: Conversation
+    conversation: Union[Conversation, CollectionConversation]
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False, compare=False)
+    collection: Optional[CollectionInfo] = None
+    keeps: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def reader(self) -> TableQA:
+        """The model that reads the session's tables (a collection's `BatchedReader` stands in for it)."""
+        conversation = self.conversation
+        return conversation.cqa.qa if isinstance(conversation, CollectionConversation) else conversation.qa
+
+    @property
+    def table(self) -> Optional[PreparedTable]:
+        """The table asked about; None in a collection before its first answer chooses one."""
+        return self.conversation.table
 
 
 def ask_in_session(session: Session, question: str,
                    answer_one: Callable[[EncodedQuestion], AskResult]) -> AskResult:
     """`Conversation.ask` with the model call handed to `answer_one` (a server's
     `QuestionBatcher.answer`): the question is encoded on the caller's thread, with the previous
-    answer as its context, and the result joins the conversation."""
+    answer as its context, and the result joins the conversation. In a collection the
+    conversation's reader already hands its calls to the server's batcher (`web_collections`)."""
     with session.lock:
+        if session.collection is not None:
+            return _ask_collection(session, question)
         conversation = session.conversation
         previous = conversation.history[-1].coordinates if conversation.history else None
         encoded = conversation.qa.encode(conversation.table, question, previous)
@@ -149,8 +220,18 @@ def ask_in_session(session: Session, question: str,
         return result
 
 
+def _ask_collection(session: Session, question: str) -> AskResult:
+    """The collection's answer; its first question chooses the table, follow-ups stay with it."""
+    try:
+        return session.conversation.ask(question)
+    except NoTableFound:  # Its message names the index's folder, a temporary one for uploads.
+        raise AskError(f"no table of {session.collection.name} shares a word with the question: ask with "
+                       "words of the tables you mean (their titles, column names or cells)") from None
+
+
 def reset_session(session: Session) -> None:
-    """A new conversation about the same table (after any question in flight)."""
+    """A new conversation about the same table (after any question in flight); in a collection,
+    the next question chooses the table again."""
     with session.lock:
         session.conversation.reset()
 
@@ -168,8 +249,11 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def open(self, name: str, conversation: Conversation) -> Session:
-        session = Session(secrets.token_urlsafe(16), name, conversation)
+    def open(self, name: str, conversation: Union[Conversation, CollectionConversation],
+             collection: Optional[CollectionInfo] = None, keeps: Any = None) -> Session:
+        """A new session; `collection` (with a `CollectionConversation`) makes it a collection's,
+        and `keeps` goes with it (dropped, and so removed, when the session is)."""
+        session = Session(secrets.token_urlsafe(16), name, conversation, collection=collection, keeps=keeps)
         with self._lock:
             self._sessions[session.id] = session
             while len(self._sessions) > self.max_sessions:
@@ -191,23 +275,28 @@ class SessionStore:
 
 
 def table_view(session: Session, limits: WebLimits, result: Optional[AskResult] = None) -> Dict:
-    """The table as the page shows it, marked for `result`, with notes about the whole table."""
-    prepared = session.conversation.table
+    """The table as the page shows it, marked for `result`, with notes about the whole table. A
+    collection's view adds `collection` (`CollectionInfo.to_dict`); before its first answer it has
+    no table yet (no rows, no columns, `table_html` "")."""
+    prepared = session.table
+    view: Dict[str, Any] = {"session": session.id, "name": session.name}
+    if session.collection is not None:
+        view["collection"] = session.collection.to_dict()
+    if prepared is None:
+        return dict(view, rows=0, columns=0, notes=[], table_html="")
     table = prepared.table
-    return {
-        "session": session.id,
-        "name": session.name,
+    return dict(view, **{
         "rows": len(table.rows),
         "columns": len(table.columns),
         "notes": [_table_note(note) for note in prepared.diagnostics]
-                 + _size_notes(session.conversation, len(table.rows), len(table.columns)),
+                 + _size_notes(session.reader, len(table.rows), len(table.columns)),
         "table_html": render_table_html(table, result, limits.max_rows_shown),
-    }
+    })
 
 
-def _size_notes(conversation: Conversation, rows: int, columns: int) -> List[str]:
+def _size_notes(qa: TableQA, rows: int, columns: int) -> List[str]:
     """A sentence saying that a big table will be pruned, before anyone asks."""
-    max_rows, max_columns = conversation.qa.encoder.max_table_shape
+    max_rows, max_columns = qa.encoder.max_table_shape
     if rows <= max_rows and columns <= max_columns:
         return []
     return [f"The table has {rows:,} rows and {columns:,} columns; the model reads at most {max_rows} rows "
@@ -231,10 +320,14 @@ def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_
                      in its operation: folded away under the answer
       answered_by    "Answered by bundled sqa_tiny" (`model_name`, else `AskResult.model`; the
                      aggregation model of a pair by its own name)
+
+    In a collection, also the table that answered and the others read (`collection_fields`).
     """
     view = result.to_dict()
     view.update(table_view(session, limits, result))
-    notes = sort_diagnostics(result.diagnostics, session.conversation.table.diagnostics)
+    if session.collection is not None:
+        view.update(collection_fields(session))
+    notes = sort_diagnostics(result.diagnostics, session.table.diagnostics)
     view["turn"] = len(session.conversation.history)
     view["answer_line"] = answer_line(result)
     view["working"] = working_line(result)
@@ -246,7 +339,7 @@ def answer_view(session: Session, result: AskResult, limits: WebLimits, elapsed_
         f"({result.sequence_length} word pieces with the question)."]
     # The page's name for the model (its header's) first, unless the pair's aggregation model answered;
     # the result's otherwise (serve gives both the same).
-    own = result.model == session.conversation.qa.display_name
+    own = result.model == session.reader.display_name
     view["answered_by"] = f"Answered by {(model_name if own else '') or result.model or 'the model'}"
     view["value_text"] = "" if result.value is None else format_number(result.value)
     view["elapsed_ms"] = round(elapsed_ms, 1)
@@ -392,9 +485,53 @@ def check_question(question: object, limits: WebLimits, kind: str = "question") 
     return question.strip()
 
 
+def collection_fields(session: Session) -> Dict[str, Any]:
+    """Which table of a collection answered, as `tapas-tf ask --index_dir --json` says it:
+
+      table_id, table_title, table_source    the table (an upload's source is its file name)
+      retrieval_method, retrieval_rank, retrieval_score, combined_score
+                                             how the first answer chose it
+      runners_up                             the other tables read for the first answer, best first
+                                             (`Candidate.to_dict`); [] for a follow-up, which reads
+                                             only the conversation's table
+      table_line                             "From table cities (cities.csv)" for the page
+    """
+    chat: CollectionConversation = session.conversation
+    first, info = chat.first, session.collection
+    chosen = first.chosen
+    first_turn = len(chat.history) == 1
+    line = f"From table {chosen.title} ({chosen.table_id})"
+    if not first_turn:
+        line += ", the table of this conversation's first answer"
+    return {
+        "table_id": chosen.table_id,
+        "table_title": chosen.title,
+        "table_source": info.shown_source(chosen.table_id, chosen.source),
+        "retrieval_method": first.method,
+        "retrieval_rank": chosen.rank,
+        "retrieval_score": round(chosen.retrieval_score, 4),
+        "combined_score": round(chosen.combined, 4),
+        "runners_up": [_runner_up(candidate, info) for candidate in first.runners_up] if first_turn else [],
+        "table_line": line,
+    }
+
+
+def _runner_up(candidate: Candidate, info: CollectionInfo) -> Dict[str, Any]:
+    view = candidate.to_dict()
+    view["source"] = info.shown_source(candidate.table_id, candidate.source)
+    return view
+
+
 def session_frame(session: Session) -> pd.DataFrame:
-    """The session's table as a DataFrame of its cells' texts (header and rows as uploaded)."""
-    table = session.conversation.table.table
+    """The session's table as a DataFrame of its cells' texts (header and rows as uploaded).
+
+    Raises:
+      WebError: a collection whose first answer has not chosen a table yet.
+    """
+    if session.table is None:
+        raise WebError("ask a question first: in a collection, the first answer chooses the table that "
+                       "statements are checked against")
+    table = session.table.table
     return pd.DataFrame([[cell.text for cell in row.cells] for row in table.rows],
                         columns=pd.Index([column.text for column in table.columns]))
 

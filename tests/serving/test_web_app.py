@@ -2,6 +2,8 @@
 
 The model is the trained one of test_sequential, so answers are known: "which city?" selects the
 three cities; after "what population?" (paris's 2) the follow-up "which city?" selects berlin.
+Collection mode asks an index over three tables that share no word (cities, rivers, mountains),
+so a question names the table that must answer it.
 """
 
 import os
@@ -23,7 +25,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from tapas_tf.qa.ask_results import AskResult, SelectedCell  # noqa: E402
 from tapas_tf.qa.table_qa import TableQA  # noqa: E402
-from tapas_tf.serving import web_app, web_sessions  # noqa: E402
+from tapas_tf.serving import web_app, web_collections, web_sessions  # noqa: E402
 from tests.inference.test_sequential import HEADER, ROOT, ROWS  # noqa: E402
 
 CITIES_CSV = pd.DataFrame(ROWS, columns=HEADER).to_csv(index=False).encode("utf-8")
@@ -377,13 +379,29 @@ def test_serve_command_errors_are_one_line(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def fact_checker(tmp_path_factory):
-    from tapas_tf.qa.fact_checker import TableFactChecker
+def tabfact_dir(tmp_path_factory):
     from tests.qa.test_fact_checker import TABFACT_OPTIONS
     from tests.inference.test_sequential import write_random_model_dir
 
-    model_dir = write_random_model_dir(tmp_path_factory.mktemp("tabfact") / "model", **TABFACT_OPTIONS)
-    return TableFactChecker.from_model_dir(model_dir, name="tiny-tabfact")
+    return write_random_model_dir(tmp_path_factory.mktemp("tabfact") / "model", **TABFACT_OPTIONS)
+
+
+@pytest.fixture(scope="module")
+def fact_checker(tabfact_dir):
+    from tapas_tf.qa.fact_checker import TableFactChecker
+
+    return TableFactChecker.from_model_dir(tabfact_dir, name="tiny-tabfact")
+
+
+def test_the_fact_checker_loader_loads_on_first_call(tabfact_dir, tmp_path):
+    from tapas_tf.qa.fact_checker import TableFactChecker
+
+    assert web_app.fact_checker_loader("none") is None
+    load = web_app.fact_checker_loader(tabfact_dir)  # A function (it was once an async context manager).
+    assert callable(load) and load.name == "model"
+    assert isinstance(load(), TableFactChecker)
+    with pytest.raises((FileNotFoundError, ValueError)):
+        web_app.fact_checker_loader(str(tmp_path))
 
 
 def test_a_statement_is_checked_against_the_sessions_table(qa, fact_checker):
@@ -418,3 +436,211 @@ def test_without_a_tabfact_model_checking_says_how_to_start_one(client):
     session = _upload(client).json()["session"]
     response = client.post("/api/verify", json={"session": session, "statement": "paris is in france"})
     assert response.status_code == 404 and "--tabfact_model_dir" in response.json()["error"]
+
+
+# --- collection mode: the server's collection, and files uploaded together ---------------------------
+
+# Three tables that share no word: a question names the one it is about. cities.csv is the table the
+# model was trained on, so its answers are known (see the module docstring).
+COLLECTION_TABLES = {
+    "cities.csv": CITIES_CSV,
+    "rivers.csv": b"river,length\nnile,6650\namazon,6400\n",
+    "mountains.csv": b"mountain,height\neverest,8849\nk2,8611\n",
+}
+
+
+def write_tables(folder, tables=COLLECTION_TABLES):
+    """The tables as files of `folder` (created); the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in tables.items():
+        (folder / name).write_bytes(data)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def collection_index(tmp_path_factory):
+    """An index over COLLECTION_TABLES, as `tapas-tf index` writes it."""
+    from tapas_tf.retrieval.collection import open_collection
+    from tapas_tf.retrieval.table_index import build_index
+
+    root = tmp_path_factory.mktemp("collection")
+    build_index(open_collection(str(write_tables(root / "tables"))), root / "index")
+    return root / "index"
+
+
+@pytest.fixture
+def collection_client(qa, collection_index):
+    served = web_collections.load_served_collection(index_dir=str(collection_index), k=3)
+    app = web_app.create_app(qa, LIMITS, "trained-test-model", collection=served)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_info_says_the_server_has_a_collection(client, collection_client):
+    assert client.get("/api/info").json()["collection"] is None
+    info = collection_client.get("/api/info").json()["collection"]
+    assert (info["name"], info["tables"], info["method"], info["k"], info["uploaded"]) == ("tables", 3, "bm25", 3, False)
+    assert info["source"].endswith("tables") and info["skipped"] == 0
+
+
+def test_a_collection_answers_from_the_table_a_question_names_and_follow_ups_stay_with_it(collection_client):
+    opened = collection_client.post("/api/collection", json={}).json()
+    assert opened["name"] == "tables" and opened["collection"]["tables"] == 3 and opened["history"] == []
+    assert (opened["rows"], opened["columns"], opened["table_html"]) == (0, 0, "")  # No table chosen yet.
+    session = opened["session"]
+
+    first = _ask(collection_client, session, "what population?").json()  # Only cities.csv has the word.
+    assert (first["table_id"], first["table_title"]) == ("cities.csv", "cities")
+    assert first["table_source"].endswith(os.path.join("tables", "cities.csv"))
+    assert first["table_line"] == "From table cities (cities.csv)" and first["answer"] == "2"
+    assert first["retrieval_rank"] == 1 and first["runners_up"] == [] and first["rows"] == 3
+    assert first["table_html"].count('class="selected"') == 1
+
+    # A follow-up reads the first answer's table, with that answer as its context ("which city?" after
+    # paris's population is berlin), even where its words are another table's.
+    follow_up = _ask(collection_client, session, "which city?").json()
+    assert (follow_up["table_id"], follow_up["answer"], follow_up["follow_up"]) == ("cities.csv", "berlin", True)
+    river = _ask(collection_client, session, "which river?").json()
+    assert river["table_id"] == "cities.csv" and river["turn"] == 3 and river["runners_up"] == []
+    assert river["table_line"] == "From table cities (cities.csv), the table of this conversation's first answer"
+
+    # A new conversation chooses the table again.
+    reset = collection_client.post("/api/reset", json={"session": session}).json()
+    assert reset["history"] == [] and reset["table_html"] == "" and reset["collection"]["tables"] == 3
+    again = _ask(collection_client, session, "which river?").json()
+    assert again["table_id"] == "rivers.csv" and not again["follow_up"] and again["turn"] == 1
+
+
+def test_a_collection_answer_lists_the_runners_up_with_their_scores(collection_client):
+    session = collection_client.post("/api/collection", json={}).json()["session"]
+    answer = _ask(collection_client, session, "which river or mountain?").json()
+    [runner_up] = answer["runners_up"]
+    assert {answer["table_id"], runner_up["table_id"]} == {"rivers.csv", "mountains.csv"}
+    assert runner_up["title"] == runner_up["table_id"][:-4] and runner_up["retrieval_score"] > 0
+    assert runner_up["combined_score"] <= answer["combined_score"] and runner_up["error"] is None
+    assert set(runner_up) >= {"source", "retrieval_rank", "retrieval_probability", "answer", "confidence"}
+
+
+def test_collection_errors_are_sentences(client, collection_client):
+    missing = client.post("/api/collection", json={})
+    assert missing.status_code == 404 and "--index_dir" in missing.json()["error"]
+    session = collection_client.post("/api/collection", json={}).json()["session"]
+    nothing = _ask(collection_client, session, "zzzz qqqq?")
+    assert nothing.status_code == 400 and nothing.json()["error"].startswith("no table of tables shares a word")
+    assert _ask(collection_client, session, "which river?").json()["table_id"] == "rivers.csv"  # Still serving.
+
+
+def _upload_files(client, files):
+    query, body = web_collections.upload_request(files)
+    return client.post(f"/api/collection/upload?{query}", content=body,
+                       headers={"Content-Type": "application/octet-stream"})
+
+
+def test_files_uploaded_together_are_a_collection_and_a_bad_one_is_named(client):
+    files = [("cities.csv", CITIES_CSV), ("rivers.tsv", b"river\tlength\nnile\t6650\namazon\t6400\n"),
+             ("broken.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")]
+    opened = _upload_files(client, files).json()
+    collection = opened["collection"]
+    assert (opened["name"], collection["tables"], collection["uploaded"]) == ("3 uploaded files", 2, True)
+    assert collection["skipped"] == 1
+    [skipped] = collection["skipped_files"]
+    assert skipped["name"] == "broken.csv" and "holds NUL bytes" in skipped["reason"]
+    answer = _ask(client, opened["session"], "which river?").json()
+    assert (answer["table_id"], answer["table_source"]) == ("rivers.tsv", "uploaded rivers.tsv")
+    assert answer["rows"] == 2 and answer["columns"] == 2  # Read as tab-separated.
+    first = _ask(client, opened["session"], "what population?").json()
+    assert first["table_id"] == "rivers.tsv"  # A follow-up: the conversation stays with rivers.tsv.
+    client.post("/api/reset", json={"session": opened["session"]})
+    assert _ask(client, opened["session"], "what population?").json()["answer"] == "2"  # cities.csv again.
+
+
+def test_uploaded_files_are_checked_against_the_limits(client):
+    rows = "".join(f"r{i},{i}\n" for i in range(1_001)).encode()
+    files = [("long.csv", b"name,value\n" + rows), ("picture.png", b"\x89PNG"), ("cities.csv", CITIES_CSV),
+             ("cities.txt", CITIES_CSV)]
+    collection = _upload_files(client, files).json()["collection"]
+    assert collection["tables"] == 1 and collection["skipped"] == 3
+    reasons = {item["name"]: item["reason"] for item in collection["skipped_files"]}
+    assert "1,001 rows" in reasons["long.csv"] and "not a CSV or TSV file" in reasons["picture.png"]
+    assert "another of the uploaded files has the name cities.csv" in reasons["cities.txt"]
+
+    bad = _upload_files(client, [("empty.csv", b""), ("header.csv", b"a,b\n")])
+    assert bad.status_code == 400 and bad.json()["error"].startswith("none of the 2 files could be read")
+    assert "empty.csv is empty" in bad.json()["error"]
+    too_many = _upload_files(client, [(f"t{i}.csv", CITIES_CSV) for i in range(LIMITS.max_collection_files + 1)])
+    assert too_many.status_code == 400 and "this page takes at most 20 at once" in too_many.json()["error"]
+    small = web_sessions.WebLimits(max_upload_bytes=200, max_collection_bytes=300)
+    with TestClient(web_app.create_app(client.app.state.web.qa, small), raise_server_exceptions=False) as c:
+        too_big = _upload_files(c, [("a.csv", CITIES_CSV), ("b.csv", CITIES_CSV * 5)])
+        assert too_big.status_code == 413 and "larger than 300 bytes together" in too_big.json()["error"]
+    wrong = client.post("/api/collection/upload?name=a.csv&size=5", content=b"abc")
+    assert wrong.status_code == 400 and "sizes add up to 5" in wrong.json()["error"]
+    assert client.post("/api/collection/upload", content=b"").status_code == 400
+
+
+def test_an_uploaded_collection_goes_with_its_session(qa):
+    with TestClient(web_app.create_app(qa, LIMITS), raise_server_exceptions=False) as c:
+        web = c.app.state.web
+        session = _upload_files(c, [("cities.csv", CITIES_CSV), ("rivers.csv", COLLECTION_TABLES["rivers.csv"])])
+        folder = web.sessions.get(session.json()["session"]).keeps.name
+        assert os.path.isdir(folder)
+        for _ in range(LIMITS.max_sessions):  # Pushes it out (the least recently used first).
+            _upload(c)
+        import gc
+        gc.collect()
+        assert not os.path.exists(folder)
+
+
+def test_statements_in_a_collection_are_checked_against_its_chosen_table(qa, collection_index, fact_checker):
+    served = web_collections.load_served_collection(index_dir=str(collection_index))
+    app = web_app.create_app(qa, LIMITS, "m", fact_checker=fact_checker, collection=served)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        session = c.post("/api/collection", json={}).json()["session"]
+        early = c.post("/api/verify", json={"session": session, "statement": "paris is in france"})
+        assert early.status_code == 400 and early.json()["error"].startswith("ask a question first")
+        _ask(c, session, "what population?")
+        view = c.post("/api/verify", json={"session": session, "statement": "paris is in france"}).json()
+        expected = fact_checker.verify(pd.DataFrame(ROWS, columns=HEADER), "paris is in france")
+        assert abs(view["probability"] - expected.probability) < 1e-5
+
+
+def test_a_served_collection_is_loaded_or_indexed_with_clear_errors(tmp_path, caplog):
+    import logging
+
+    from tapas_tf.retrieval.collection import CollectionError
+    from tapas_tf.retrieval.table_index import IndexError_
+
+    with pytest.raises(IndexError_, match="no such index directory"):
+        web_collections.load_served_collection(index_dir=str(tmp_path / "nothing"))
+    with pytest.raises(CollectionError, match="no such file or directory"):
+        web_collections.load_served_collection(tables=str(tmp_path / "nothing"))
+    with pytest.raises(ValueError, match="not both"):
+        web_collections.load_served_collection(index_dir="a", tables="b")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "blank.csv").write_bytes(b"")
+    with pytest.raises(IndexError_, match="no table could be read"):
+        web_collections.load_served_collection(tables=str(tmp_path / "empty"))
+
+    folder = write_tables(tmp_path / "tables", dict(COLLECTION_TABLES, **{"broken.csv": b"\x00\x01"}))
+    (tmp_path / "titles.tsv").write_text("table_id\ttitle\ncities.csv\tEuropean cities\n")
+    with caplog.at_level(logging.INFO, logger="tapas_tf.serving.web_collections"):
+        served = web_collections.load_served_collection(tables=str(folder), titles=str(tmp_path / "titles.tsv"))
+    assert "indexed 3 tables of" in caplog.text and "skipped 1 binary" in caplog.text
+    assert (served.info.tables, served.info.skipped) == (3, 1)
+    assert served.info.skipped_files[0]["name"].endswith("broken.csv")
+    assert served.index.tables.at["cities.csv", "title"] == "European cities"
+    index_dir = served.keeps.name
+    assert os.path.isdir(index_dir)
+    served.keeps.cleanup()
+
+
+def test_serve_collection_errors_are_one_line(tmp_path):
+    for flags, expected, code in [([f"--index_dir={tmp_path / 'nothing'}"], "no such index directory", 1),
+                                  ([f"--tables={tmp_path / 'nothing'}"], "no such file or directory", 1),
+                                  (["--index_dir=a", "--tables=b"], "give --index_dir or --tables, not both", 2)]:
+        result = subprocess.run([sys.executable, "-m", "tapas_tf.serve", *flags], cwd=ROOT, capture_output=True,
+                                text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert result.returncode == code, result.stderr[-2000:]
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("serve: error: ") and expected in last, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr

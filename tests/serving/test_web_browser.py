@@ -2,7 +2,10 @@
 
 The server runs in this process on a free loopback port (`web_app.ServerThread`) with the trained
 model of test_sequential; the browser uploads a CSV file the test writes, asks, follows up, starts a
-new conversation, and gets readable messages for a bad file and an empty question. The page is for
+new conversation, and gets readable messages for a bad file and an empty question. In collection
+mode (a second server, started on a folder of three tables) the page names the table of each answer
+and the other tables read, follow-ups stay with the first answer's table, and several files
+uploaded together are asked as a collection, with the file that could not be read named. The page is for
 people: rows are numbered, answers are in plain words, the latest answer stays in view beside a
 long table, and the page has an icon.
 
@@ -298,3 +301,83 @@ def test_check_a_statement_shows_the_verdict_and_keeps_the_conversation(page, tm
     assert item.find_element(By.CSS_SELECTOR, ".question").text == "Statement: paris is in france"
     mode.find_element(By.CSS_SELECTOR, "option[value=ask]").click()
     assert _ask(browser, "which city?") == "A: paris, berlin, london"  # Still a first question.
+
+
+# --- collection mode ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def collection_page(trained, tmp_path_factory):
+    """(browser, folder of the tables): a server started on a folder of three tables (as `serve
+    --tables=DIR` starts it), the page open in collection mode."""
+    from tapas_tf.serving import web_collections
+    from tests.serving.test_web_app import write_tables
+
+    folder = write_tables(tmp_path_factory.mktemp("collection") / "my_tables")
+    served = web_collections.load_served_collection(tables=str(folder), k=3)
+    qa = TableQA.from_model_dir(trained["model_dir"], vocab_file=trained["vocab"])
+    app = web_app.create_app(qa, model_name="trained-test-model", collection=served)
+    with web_app.ServerThread(app) as server:
+        browser = start_browser(str(tmp_path_factory.mktemp("chromium-collection-profile")))
+        try:
+            browser.get(server.url)
+            _wait(browser).until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+            yield browser, folder
+        finally:
+            browser.quit()
+    served.keeps.cleanup()
+
+
+def _from_table(browser) -> str:
+    return browser.find_elements(By.CSS_SELECTOR, "#conversation > li .from-table")[-1].text
+
+
+def test_collection_mode_shows_the_table_that_answered_and_stays_with_it(collection_page):
+    browser, folder = collection_page
+    assert browser.find_element(By.ID, "collection-info").text == (
+        f"Collection mode: 3 tables from {folder}. Each answer says which table it comes from.")
+    assert browser.find_element(By.ID, "collection-line").text == f"Collection my_tables: 3 tables from {folder}"
+    assert browser.find_element(By.ID, "table-name").text == "the collection my_tables"
+    hint = browser.find_element(By.ID, "collection-hint")
+    assert hint.is_displayed() and "reads the 3 tables that match it best" in hint.text
+    assert not browser.find_elements(By.CSS_SELECTOR, "#table table")  # No table until an answer chooses one.
+
+    assert _ask(browser, "what population?") == "A: 2"
+    assert _from_table(browser) == "From table cities (cities.csv)"
+    assert browser.find_element(By.ID, "table-info").text == "From table cities (cities.csv): 3 rows, 3 columns"
+    assert [(r, c, t) for r, c, t, _ in _selected(browser)] == [(0, 2, "2")] and not hint.is_displayed()
+    # A follow-up stays with the first answer's table, though its words are another table's.
+    _ask(browser, "which river?")
+    assert _from_table(browser) == "From table cities (cities.csv), the table of this conversation's first answer"
+    assert browser.find_element(By.ID, "table-info").text.startswith("From table cities (cities.csv)")
+
+    browser.find_element(By.ID, "new-conversation").click()  # The next question chooses the table again.
+    _wait(browser).until(lambda b: not b.find_elements(By.CSS_SELECTOR, "#conversation > li"))
+    assert hint.is_displayed() and not browser.find_elements(By.CSS_SELECTOR, "#table table")
+    _ask(browser, "which river or mountain?")
+    chosen = _from_table(browser)
+    latest = browser.find_elements(By.CSS_SELECTOR, "#conversation > li")[-1]
+    others = latest.find_element(By.CLASS_NAME, "runners-up")
+    assert others.is_displayed() and others.text.startswith("Other tables read (1):")
+    expected = {"From table rivers (rivers.csv)": "mountains (mountains.csv): ",
+                "From table mountains (mountains.csv)": "rivers (rivers.csv): "}
+    assert chosen in expected and expected[chosen] in others.text and "retrieval score" in others.text
+
+
+def test_files_uploaded_together_are_asked_as_a_collection(collection_page, tmp_path):
+    browser, folder = collection_page
+    broken = tmp_path / "broken.csv"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    _upload(browser, "\n".join([str(folder / "cities.csv"), str(folder / "rivers.csv"), str(broken)]))
+    line = browser.find_element(By.ID, "collection-line")
+    _wait(browser).until(lambda b: line.text == "3 uploaded files: 2 tables (1 file not read)")
+    [skipped] = browser.find_elements(By.CSS_SELECTOR, "#skipped-files li")
+    assert skipped.text.startswith("Not read: broken.csv holds NUL bytes")
+    assert browser.find_element(By.ID, "table-name").text == "3 uploaded files"
+    _ask(browser, "which river?")
+    assert _from_table(browser) == "From table rivers (rivers.csv)"
+
+    browser.find_element(By.ID, "open-collection").click()  # Back to the server's collection.
+    _wait(browser).until(lambda b: line.text.startswith("Collection my_tables: 3 tables"))
+    assert not browser.find_elements(By.CSS_SELECTOR, "#skipped-files li")
+    assert _ask(browser, "what population?") == "A: 2" and _from_table(browser) == "From table cities (cities.csv)"

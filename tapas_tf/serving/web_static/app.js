@@ -2,6 +2,8 @@
 // endpoints of tapas_tf/serving/web_app.py; the server renders the marked table (the same
 // rendering as `python -m tapas_tf.ask --html`) and words the answer (`web_sessions.answer_view`);
 // this script places them, numbers the table's rows and keeps the latest answer in view.
+// A session may hold a collection of tables (the server's, or files uploaded together): then each
+// answer names the table it comes from, and the table shown is that one.
 "use strict";
 
 let sessionId = null;  // The server keeps the table and the conversation under this id.
@@ -41,7 +43,7 @@ function showError(message) {
 function setBusy(busy) {
   document.body.classList.toggle("busy", busy);
   byId("busy").hidden = !busy;
-  for (const id of ["ask", "new-conversation", "load-example", "file", "mode"]) {
+  for (const id of ["ask", "new-conversation", "load-example", "file", "mode", "open-collection"]) {
     byId(id).disabled = busy;
   }
 }
@@ -106,12 +108,49 @@ function addTableNotes(notes) {
   }
 }
 
-/** Shows a table view (`web_sessions.table_view`): its name, size, notes and cells. */
+function plural(count, word) {
+  return `${count.toLocaleString()} ${count === 1 ? word : `${word}s`}`;
+}
+
+/** "Collection my_tables: 3 tables from /data/my_tables" (`CollectionInfo.to_dict`). */
+function collectionLine(collection) {
+  const tables = plural(collection.tables, "table");
+  const line = collection.uploaded ? `${collection.name}: ${tables}`
+                                   : `Collection ${collection.name}: ${tables} from ${collection.source}`;
+  return collection.skipped ? `${line} (${plural(collection.skipped, "file")} not read)` : line;
+}
+
+/** The files of a collection that could not be read, each with its reason. */
+function skippedLines(collection) {
+  const lines = collection.skipped_files.map((file) =>
+    `Not read: ${file.reason.startsWith(file.name) ? file.reason : `${file.name}: ${file.reason}`}`);
+  const more = collection.skipped - collection.skipped_files.length;
+  return more > 0 ? [...lines, `… and ${plural(more, "more file")} not read.`] : lines;
+}
+
+/** The line above the table: its name and size, or in a collection the table that answered. */
+function tableInfo(view) {
+  const size = `${view.rows.toLocaleString()} rows, ${view.columns.toLocaleString()} columns`;
+  if (!view.collection) {
+    return `${view.name}: ${size}`;
+  }
+  return view.table_id ? `From table ${view.table_title} (${view.table_id}): ${size}` : "";
+}
+
+/** Shows a table view (`web_sessions.table_view`): its name, size, notes and cells; for a
+ * collection, what it holds, and before its first answer what the first question does. */
 function showTable(view) {
   sessionId = view.session;
-  byId("table-name").textContent = view.name;
-  byId("table-info").textContent = `${view.name}: ${view.rows.toLocaleString()} rows, ` +
-    `${view.columns.toLocaleString()} columns`;
+  const collection = view.collection;
+  byId("table-name").textContent = !collection || collection.uploaded ? view.name : `the collection ${view.name}`;
+  byId("table-info").textContent = tableInfo(view);
+  byId("collection-line").textContent = collection ? collectionLine(collection) : "";
+  byId("collection-line").hidden = !collection;
+  fillList(byId("skipped-files"), collection ? skippedLines(collection) : []);
+  byId("collection-hint").textContent = collection ? `Ask a question: the model reads the ` +
+    `${plural(Math.min(collection.k, collection.tables), "table")} that match it best and answers from the ` +
+    "best one, which then shows here. Follow-up questions stay with that table until a new conversation." : "";
+  byId("collection-hint").hidden = !collection || Boolean(view.table_html);
   fillList(byId("table-notes"), view.notes);
   placeTable(view.table_html);
   byId("table").scrollTop = 0;
@@ -126,6 +165,26 @@ function paragraph(className, text) {
   element.textContent = text;
   element.hidden = !text;
   return element;
+}
+
+/** The other tables a collection's first answer read, each with its answer and scores. */
+function runnersUp(view) {
+  const box = document.createElement("div");
+  box.className = "runners-up";
+  const tables = view.runners_up || [];
+  box.hidden = !tables.length;
+  const list = document.createElement("ul");
+  fillList(list, tables.map((table) => {
+    const name = `${table.title} (${table.table_id})`;
+    if (table.error) {
+      return `${name}: not asked: ${table.error}`;
+    }
+    const answer = table.answer ? `"${table.answer}"` : "no answer";
+    const confidence = table.confidence === null ? "" : `, confidence ${table.confidence.toFixed(2)}`;
+    return `${name}: ${answer}, retrieval score ${table.retrieval_score.toFixed(2)}${confidence}`;
+  }));
+  box.append(paragraph("runners-up-title", `Other tables read (${tables.length}):`), list);
+  return box;
 }
 
 function formatMs(ms) {
@@ -146,8 +205,10 @@ function addAnswer(view, roundTripMs) {
   item.append(
     paragraph("question", `Q: ${view.question}`),
     paragraph("answer", `A: ${view.answer_line}`),
+    paragraph("from-table", view.table_line || ""),
     paragraph("operator", view.working),
     notes,
+    runnersUp(view),
     paragraph("timing", `${view.answered_by} in ${formatMs(roundTripMs)}`),
     detailsFolded(view, "answer", roundTripMs),
   );
@@ -241,6 +302,10 @@ async function ask(event) {
   const started = performance.now();
   try {
     const view = await postJSON("/api/ask", {session: sessionId, question: byId("question").value});
+    if (view.collection) {  // The answering table, which the first answer of a conversation chooses.
+      byId("table-info").textContent = tableInfo(view);
+      byId("collection-hint").hidden = true;
+    }
     placeTable(view.table_html);
     addTableNotes([...view.notes, ...view.table_notes]);
     addAnswer(view, performance.now() - started);
@@ -261,15 +326,37 @@ async function newConversation() {
   await loadTable(() => postJSON("/api/reset", {session: sessionId}));
 }
 
+/** Several files at once: one request, the files one after the other, their names and sizes in
+ * the query (`web_collections.upload_request`); the server indexes them as a collection. */
+function uploadCollection(files) {
+  const query = new URLSearchParams();
+  for (const file of files) {
+    query.append("name", file.name);
+    query.append("size", String(file.size));
+  }
+  loadTable(() => call(`/api/collection/upload?${query}`,
+                       {method: "POST", headers: {"Content-Type": "application/octet-stream"},
+                        body: new Blob(files)}));
+}
+
 function uploadChosenFile() {
   const input = byId("file");
-  const file = input.files[0];
-  if (!file) {
+  const files = Array.from(input.files);
+  if (!files.length) {
     return;
   }
   input.value = "";  // Choosing the same file again is a new upload.
+  if (files.length > 1) {
+    uploadCollection(files);
+    return;
+  }
+  const [file] = files;
   loadTable(() => call(`/api/table?name=${encodeURIComponent(file.name)}`,
                        {method: "POST", headers: {"Content-Type": "text/csv"}, body: file}));
+}
+
+function openCollection() {
+  return loadTable(() => postJSON("/api/collection", {}));
 }
 
 async function start() {
@@ -279,6 +366,8 @@ async function start() {
   byId("ask-form").addEventListener("submit", ask);
   byId("new-conversation").addEventListener("click", newConversation);
   byId("mode").addEventListener("change", modeChanged);
+  byId("open-collection").addEventListener("click", openCollection);
+  let collection = null;
   try {
     const info = await call("/api/info");
     const model = byId("model");
@@ -292,8 +381,18 @@ async function start() {
     if (info.fact_checker) {
       model.textContent += ` Statements are checked by ${info.fact_checker}, a TabFact model.`;
     }
+    collection = info.collection;
+    byId("open-collection").hidden = !collection;
+    byId("collection-info").hidden = !collection;
+    if (collection) {
+      byId("collection-info").textContent = `Collection mode: ${plural(collection.tables, "table")} from ` +
+        `${collection.source}. Each answer says which table it comes from.`;
+    }
   } catch (error) {
     showError(error.message);
+  }
+  if (collection) {  // Collection mode: ready to ask at once.
+    await openCollection();
   }
   document.body.dataset.ready = "true";  // Browser tests wait for this.
 }
