@@ -430,3 +430,16 @@ def test_at_most_one_module_over_80_lines_at_the_package_root():
             with open(os.path.join(package_dir, name), encoding="utf-8") as f:
                 sizes[name] = len(f.readlines())
     assert len([name for name, lines in sizes.items() if lines > 80]) <= 1, sizes
+
+
+def test_every_subpackage_is_in_the_wheel():
+    """pyproject's explicit `packages` list must name every package, or an installed wheel lacks it."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    with open(root / "pyproject.toml", "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {"tapas_tf." + ".".join(p.parent.relative_to(root / "tapas_tf").parts)
+             for p in (root / "tapas_tf").rglob("__init__.py") if p.parent != root / "tapas_tf"}
+    assert not found - listed, f"packages missing from pyproject.toml: {sorted(found - listed)}"
