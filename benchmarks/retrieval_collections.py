@@ -6,14 +6,15 @@ Writes, for `tapas-tf index` and `tapas-tf evaluate-retrieval`:
 
 - `wtq/titles.tsv`: each of WikiTableQuestions' 2,108 tables (`csv/2xx-csv/N.csv`) with the title of
   the Wikipedia page it comes from (`wikipedia/wtq_pages/2xx-page/N.json`);
-  `wtq/dev_queries.tsv`: the questions of `random-split-1-dev.tsv` (id, question, table_id). Index
+  `wtq/dev_queries.tsv`: the questions of `random-split-1-dev.tsv` (id, question, table_id), and
+  `wtq/train_queries.tsv` those of `random-split-1-train.tsv` (for training a retriever). Index
   the release's own folder: `tapas-tf index --tables=DATASETS/wtq --patterns='csv/*.csv'
   --titles=OUT/wtq/titles.tsv` (each table also has a `.tsv` twin, hence the pattern).
 - `tabfact/tables/`: TabFact's 16,573 `all_csv` tables as comma-separated files (the release
   separates cells with `#`), ids `N-N-N.html.csv` as in the release; `tabfact/titles.tsv`: the
   caption (the table's Wikipedia page title) of every table that `train_examples.json` or
   `val_examples.json` gives one; `tabfact/val_queries.tsv`: every val statement (id
-  `TABLE#i`, question = the statement, table_id). Only the tables of train and val have captions
+  `TABLE#i`, question = the statement, table_id); `tabfact/train_queries.tsv` the same for train. Only the tables of train and val have captions
   in the files we have, so a val table always has one and 7,687 other tables never do; that makes
   the task easier than with every caption; index without `--titles` to measure without captions.
 
@@ -60,12 +61,13 @@ def wtq(datasets: str, out: str) -> Counter:
             except (OSError, KeyError, json.JSONDecodeError):
                 counts["wtq_tables_without_page_title"] += 1
     _write_tsv(os.path.join(out, "wtq", "titles.tsv"), ["table_id", "title"], titles)
-    queries = []
-    with open(os.path.join(wtq_dir, "random-split-1-dev.tsv"), encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
-            queries.append([row["id"], _one_line(row["utterance"]), row["context"]])
-    counts["wtq_dev_queries"] = len(queries)
-    _write_tsv(os.path.join(out, "wtq", "dev_queries.tsv"), ["id", "question", "table_id"], queries)
+    for split in ("dev", "train"):
+        queries = []
+        with open(os.path.join(wtq_dir, f"random-split-1-{split}.tsv"), encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                queries.append([row["id"], _one_line(row["utterance"]), row["context"]])
+        counts[f"wtq_{split}_queries"] = len(queries)
+        _write_tsv(os.path.join(out, "wtq", f"{split}_queries.tsv"), ["id", "question", "table_id"], queries)
     return counts
 
 
@@ -84,18 +86,18 @@ def tabfact(datasets: str, out: str) -> Counter:
             csv.writer(f, lineterminator="\n").writerows(rows)
         counts["tabfact_tables"] += 1
     titles: dict[str, str] = {}
-    queries = []
+    queries: dict[str, list] = {"train": [], "val": []}
     for split in ("train", "val"):
         with open(os.path.join(tabfact_dir, f"{split}_examples.json"), encoding="utf-8") as f:
             examples = json.load(f)
         for table_id, (statements, _, caption) in examples.items():
             titles[table_id] = _one_line(caption)
-            if split == "val":
-                queries.extend([f"{table_id}#{i}", _one_line(s), table_id] for i, s in enumerate(statements))
+            queries[split].extend([f"{table_id}#{i}", _one_line(s), table_id] for i, s in enumerate(statements))
     _write_tsv(os.path.join(out, "tabfact", "titles.tsv"), ["table_id", "title"], sorted(titles.items()))
-    _write_tsv(os.path.join(out, "tabfact", "val_queries.tsv"), ["id", "question", "table_id"], queries)
+    for split, rows in queries.items():
+        _write_tsv(os.path.join(out, "tabfact", f"{split}_queries.tsv"), ["id", "question", "table_id"], rows)
+        counts[f"tabfact_{split}_queries"] = len(rows)
     counts["tabfact_captions"] = len(titles)
-    counts["tabfact_val_queries"] = len(queries)
     return counts
 
 

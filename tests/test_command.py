@@ -95,6 +95,7 @@ FLAGS = {
     "predict-and-evaluate": ("--interactions_file", "--interactions_fiel=x"),
     "evaluate": ("--eval_file", "--eval_fiel=x"),
     "export": ("--export_dir", "--export_dri=x"),
+    "export-retriever": ("--export_dir", "--export_dri=x"),
     "import": ("--source", "--sorce=x"),
     "init-from-bert": ("--bert_dir", "--bert_dri=x"),
     "create-pretrain-data": ("--input_pages", "--input_pagse=x"),
@@ -105,6 +106,8 @@ FLAGS = {
     "index": ("--tables", "--tabels=x"),
     "search": ("--index_dir", "--index_dri=x"),
     "evaluate-retrieval": ("--queries", "--querys=x"),
+    "train-retriever": ("--init_model", "--init_modle=x"),
+    "encode-tables": ("--tables", "--tabels=x"),
 }
 
 

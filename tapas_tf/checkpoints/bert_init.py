@@ -112,11 +112,15 @@ def init_from_bert(model, bert_dir: str) -> InitReport:
         shape or name, or the BERT lacks an encoder weight.
     """
     _check_config(model.tapas_config, bert_dir)
+    return _copy_bert(model.weight_map(), bert_dir)
+
+
+def _copy_bert(targets: Dict[str, Any], bert_dir: str) -> InitReport:
+    """Copies the BERT of `bert_dir` into the variables `targets` (TF1 names under `bert/`)."""
     tensors = hf.read_hf_tensors(bert_dir)
     arrays, unknown, _ = hf.hf_to_canonical(tensors)
     if unknown:
         raise ValueError(f"{bert_dir}: tensors that are not BERT parameters: {', '.join(unknown)}.")
-    targets = model.weight_map()
     report = InitReport(mapped=[], partial={}, fresh=[], ignored=[])
     if BERT_TOKEN_TYPE in arrays:
         _copy_segment_rows(targets[SEGMENT_TABLE], arrays.pop(BERT_TOKEN_TYPE), report)
@@ -141,6 +145,31 @@ def init_from_bert(model, bert_dir: str) -> InitReport:
         report.mapped.append(name)
     report.fresh = sorted(set(targets) - set(report.mapped) - set(report.partial))
     return report
+
+
+def init_dual_encoder_from_bert(model, bert_dir: str) -> InitReport:
+    """Copies a HF BERT into both towers of a `TableDualEncoder` (once when they are shared).
+
+    TAPAS's own token-type tables (columns, rows, ranks, previous answer, numeric relations, and
+    row 2 of the segment table) start at zero rather than at random: a text embedding model such
+    as MiniLM then computes exactly its own embeddings at the start, on questions and on tables
+    read as text, and fine-tuning learns what the table structure adds.
+
+    Returns:
+      The InitReport of the table tower (the question tower's is the same).
+    """
+    _check_config(model.dual_config.encoder, bert_dir)
+    encoders = [model.table_encoder] + ([] if model.query_encoder is model.table_encoder else [model.query_encoder])
+    reports = [_copy_bert(encoder.weight_map("bert"), bert_dir) for encoder in encoders]
+    for encoder in encoders:
+        for name, variable in encoder.weight_map("bert").items():
+            if "/token_type_embeddings_" not in name:
+                continue
+            if name == SEGMENT_TABLE:
+                variable[2:].assign(np.zeros_like(variable.numpy()[2:]))
+            else:
+                variable.assign(np.zeros_like(variable.numpy()))
+    return reports[0]
 
 
 def _check_config(config: TapasConfig, bert_dir: str) -> None:
@@ -177,12 +206,15 @@ def init_model_dir(model_dir: str, bert_dir: Optional[str] = None, task: Optiona
       bert_dir: a Hugging Face BERT directory; None for `minilm_dir()`.
       task: task preset of the model options (SQA, WTQ, WIKISQL), or None.
       model_options: TapasConfig fields, applied last.
-      target: "qa" (TapasForQuestionAnswering) or "mlm" (TapasForMaskedLM).
+      target: "qa" (TapasForQuestionAnswering), "mlm" (TapasForMaskedLM) or "retriever"
+        (a TableDualEncoder: `init_retriever_dir`).
     """
     # The importer builds and writes model directories; it imports this module's neighbours only.
     from tapas_tf.checkpoints.importer import build_model, task_options, write_model_dir
 
     bert_dir = bert_dir or minilm_dir()
+    if target == "retriever":
+        return init_retriever_dir(model_dir, bert_dir, model_options)
     config = tapas_config_from_bert(bert_dir, **{**task_options(task), **(model_options or {})})
     model = build_model(config, target)
     report = init_from_bert(model, bert_dir)
@@ -192,3 +224,55 @@ def init_model_dir(model_dir: str, bert_dir: Optional[str] = None, task: Optiona
          **dataclasses.asdict(report)},
     )
     return report
+
+
+# A text embedding model's own recipe (sentence-transformers' MiniLM): one encoder for questions and
+# tables, the masked mean of the sequence, cosine scores; absolute positions, as the BERT learnt them.
+RETRIEVER_FROM_BERT = {"projection_dim": 0, "pooling": "mean", "normalize": True, "share_encoders": True,
+                       "max_query_length": 64, "max_table_length": 256, "logit_scale": 20.0}
+
+
+def init_retriever_dir(model_dir: str, bert_dir: Optional[str] = None,
+                       options: Optional[Dict[str, Any]] = None) -> InitReport:
+    """Writes a dual-encoder directory (`checkpoints.retriever`) whose towers start from a BERT.
+
+    Args:
+      model_dir: the new directory.
+      bert_dir: a Hugging Face BERT directory; None for `minilm_dir()`.
+      options: DualEncoderConfig fields over RETRIEVER_FROM_BERT, and TapasConfig fields of the
+        encoder (its sizes always come from the BERT), in one object (`--model_options`).
+    """
+    from tapas_tf.checkpoints import retriever  # The directory format; a neighbour of this module.
+    from tapas_tf.models.dual_encoder import DualEncoderConfig, TableDualEncoder, dummy_retrieval_features
+
+    bert_dir = bert_dir or minilm_dir()
+    dual_fields = set(DualEncoderConfig.__dataclass_fields__) - {"encoder"}
+    dual = {k: v for k, v in (options or {}).items() if k in dual_fields}
+    encoder_options = {"reset_position_index_per_cell": False,
+                       **{k: v for k, v in (options or {}).items() if k not in dual_fields}}
+    encoder = tapas_config_from_bert(bert_dir, **encoder_options)
+    config = DualEncoderConfig(encoder=encoder, **{**RETRIEVER_FROM_BERT, **dual})
+    model = TableDualEncoder(config)
+    model(dummy_retrieval_features())
+    report = init_dual_encoder_from_bert(model, bert_dir)
+    vocab = os.path.join(bert_dir, "vocab.txt")
+    retriever.write_dual_encoder_dir(
+        model, config, model_dir,
+        {"format": "bert", "source": os.path.abspath(bert_dir), "model_class": type(model).__name__,
+         **dataclasses.asdict(report)},
+        vocab if os.path.exists(vocab) else None)
+    _rename_unused0(os.path.join(model_dir, "vocab.txt"))
+    return report
+
+
+def _rename_unused0(vocab_file: str) -> None:
+    """TAPAS's vocabulary is BERT's with `[unused0]` renamed `[EMPTY]` (the empty cell's token);
+    `features.vocab.ensure_empty_token_vocab` is the same rename, a room above this one."""
+    if not os.path.exists(vocab_file):
+        return
+    with open(vocab_file, encoding="utf-8") as f:
+        tokens = f.read().splitlines()
+    if "[EMPTY]" not in tokens and "[unused0]" in tokens:
+        tokens[tokens.index("[unused0]")] = "[EMPTY]"
+        with open(vocab_file, "w", encoding="utf-8", newline="\n") as f:
+            f.write("".join(token + "\n" for token in tokens))

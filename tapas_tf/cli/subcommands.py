@@ -45,6 +45,9 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
     "evaluate": Subcommand("Metrics of a split's predictions; masked-LM accuracy of a pre-trained model "
                            "(--task=PRETRAIN).", _RUN_TASK, "evaluate"),
     "export": Subcommand("Export a model as a SavedModel for TF Serving.", _RUN_TASK, "export"),
+    "export-retriever": Subcommand("Export a table-retrieval dual encoder as a SavedModel for TF Serving (query "
+                                   "and table embeddings), and its query tower for LiteRT.",
+                                   _command("export_retriever")),
     "import": Subcommand("Import a Hugging Face or original (TF1) TAPAS checkpoint as a model directory.",
                          _command("import_checkpoint")),
     "init-from-bert": Subcommand("A model directory whose encoder starts from a text BERT (default MiniLM).",
@@ -61,9 +64,13 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
                         "for search and answers.", _command("index_tables")),
     "search": Subcommand("The tables of an index that best match a question, with their scores.",
                          _command("search_tables")),
+    "train-retriever": Subcommand("Train a dual encoder for table retrieval on training questions whose table is "
+                                  "known (in-batch and BM25 hard negatives).", _command("train_retriever")),
     "evaluate-retrieval": Subcommand("Recall@k and MRR of an index's methods on questions whose table is known.",
                                      _command("evaluate_retrieval")),
     "create-pretrain-data": Subcommand("Wikipedia pages -> masked-LM pre-training examples (a Beam job).",
                                        _command("create_pretrain_data"), other_flags=_BEAM_FLAGS),
+    "encode-tables": Subcommand("Embed every table of a collection with a model into shards a vector index is "
+                                "built from (a Beam job).", _command("encode_tables"), other_flags=_BEAM_FLAGS),
 }
 ALIASES = {"import-checkpoint": "import"}  # Besides "_" for "-": create_data, init_from_bert, ...

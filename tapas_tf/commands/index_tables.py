@@ -3,12 +3,15 @@
     tapas-tf index --tables=my_tables/ --index_dir=my_index
     tapas-tf index --tables=sqlite:///shop.db --index_dir=shop_index
     tapas-tf index --tables=wtq --patterns='csv/*.csv' --titles=titles.tsv --index_dir=wtq_index
+    tapas-tf index --tables=my_tables/ --dense_model=my_retriever --index_dir=my_index
 
 `--tables` is a folder of CSV/TSV files (read recursively; ids are paths relative to it), a SQLite
 file or `sqlite:///FILE` (every table), or any SQLAlchemy URL (`pip install 'tapas-tf[sql]'` and
 its driver). `--titles` is a TSV with the columns `table_id` and `title`; without one a table's
 title is its file or table name. The index is BM25 over each table's title, header and cells
-(`tapas_tf.retrieval.table_index`).
+(`tapas_tf.retrieval.table_index`); with `--dense_model` (a dual-encoder directory: `tapas-tf
+init-from-bert --target=retriever`, `tapas-tf train-retriever` or an imported Google retriever) the
+tables are embedded too, and the index also offers `dense` and `hybrid` (the default).
 
 Files that cannot be read (unreadable, empty, binary, not CSV) are skipped, counted and named in
 INDEX_DIR/report.json, and the index is still built; the last line printed sums it up (one JSON
@@ -38,6 +41,15 @@ def define_flags() -> None:
                          "counted; answers read it again whole).", lower_bound=1)
     flags.DEFINE_integer("max_cells", 5000, "Body cells per table in its retrieval text (what is cut is counted).",
                          lower_bound=0)
+    flags.DEFINE_string("dense_model", None, "A dual-encoder model directory: embed the tables too (methods "
+                        "dense and hybrid).")
+    flags.DEFINE_enum("default_method", None, ["bm25", "dense", "hybrid"], "The method search and ask use "
+                      "when none is given (default: hybrid with --dense_model, else bm25).")
+    flags.DEFINE_enum("vector_index", "auto", ["auto", "exact", "faiss", "scann"], "The dense index: exact "
+                      "search up to 50,000 tables with auto, FAISS above.")
+    flags.DEFINE_string("embeddings", None, "Embedding shards of the tables by --dense_model (`tapas-tf "
+                        "encode-tables`): used instead of embedding here.")
+    flags.DEFINE_integer("dense_batch_size", 32, "Tables per call of the dense model.", lower_bound=1)
     flags.DEFINE_boolean("progress_bar", True, "A progress bar on stderr.")
     flags.DEFINE_boolean("json", False, "Print the report as one JSON line.")
 
@@ -68,9 +80,15 @@ def main(argv: List[str]) -> None:
 
     cli.warnings_only_unless_asked()
     try:
+        dense = None
+        if FLAGS.dense_model:
+            from tapas_tf.retrieval.dense import DenseRetriever
+
+            dense = DenseRetriever.from_model_dir(FLAGS.dense_model, batch_size=FLAGS.dense_batch_size)
         collection = open_collection(FLAGS.tables, FLAGS.titles, FLAGS.max_rows, FLAGS.patterns)
         report = build_index(collection, FLAGS.index_dir, max_cells=FLAGS.max_cells,
-                             progress=FLAGS.progress_bar)
+                             progress=FLAGS.progress_bar, dense=dense, default_method=FLAGS.default_method,
+                             vector_index_kind=FLAGS.vector_index, embeddings_dir=FLAGS.embeddings)
     except (ValueError, OSError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     print(json.dumps(report.as_dict() | {"collection": {k: v for k, v in report.collection.items()

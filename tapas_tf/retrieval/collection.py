@@ -437,6 +437,7 @@ class TableCollection:
             log.warning("%d titles name no table of %s, e.g. %s", len(unmatched), spec,
                         ", ".join(repr(table_id) for table_id in unmatched[:3]))
         self.report = CollectionReport(titles_unmatched=self._titles_unmatched)
+        self._id_set: Optional[frozenset] = None  # Built on the first read_table: lookups by id.
 
     @property
     def table_ids(self) -> List[str]:
@@ -453,7 +454,9 @@ class TableCollection:
         Raises:
           CollectionError: an id the collection does not list, or a table that cannot be read now.
         """
-        if table_id not in set(self._source.table_ids):
+        if self._id_set is None:
+            self._id_set = frozenset(self._source.table_ids)
+        if table_id not in self._id_set:
             raise CollectionError(f"{self.spec} has no table {table_id!r}")
         item = self._source.read_one(table_id, max_rows or self.max_rows)
         if isinstance(item, _Skip):

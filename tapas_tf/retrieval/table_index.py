@@ -16,10 +16,15 @@ The index directory:
                      rows_truncated, columns, cells_dropped
     report.json      the collection pass: tables read, skipped (each with its reason), cut
     bm25/            the sparse index (`bm25.BM25Index`)
+    dense/           with a dense model: the tables' embeddings (`vector_index.VectorIndex`); the
+                     header's "dense" entry names the model directory and its model_id
 
-Methods: "bm25" (the dense encoder and the hybrid of both, `fusion`, are the next methods; the
-header's `methods` list is what a loaded index offers). A table is indexed by the text of `table_text.table_document`
-(title, header, cells row by row, at most `max_cells` body cells; what is cut is counted).
+Methods: "bm25"; with a dense model (`build_index(dense=...)`, `tapas-tf index --dense_model`)
+also "dense" (the dual encoder's inner product, `dense.DenseRetriever`) and "hybrid", the
+reciprocal-rank fusion (`fusion`) of both rankings' first HYBRID_DEPTH tables. The header's
+`methods` list is what a loaded index offers. For BM25 a table is indexed by the text of
+`table_text.table_document` (title, header, cells row by row, at most `max_cells` body cells;
+what is cut is counted); the dense encoder reads the table itself (`retrieval_features`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ import pandas as pd
 
 from tapas_tf.retrieval.bm25 import BM25Index
 from tapas_tf.retrieval.collection import CollectionTable, TableCollection, absolute_spec, open_collection, recorded_spec
+from tapas_tf.retrieval.fusion import reciprocal_rank_fusion
 from tapas_tf.retrieval.table_text import table_document
+from tapas_tf.retrieval.vector_index import VectorIndex
 
 __all__ = [
     "FORMAT_VERSION",
@@ -55,7 +62,13 @@ HEADER_FILE = "index.json"
 TABLES_FILE = "tables.jsonl"
 REPORT_FILE = "report.json"
 BM25_DIR = "bm25"
-METHODS = ("bm25",)
+DENSE_DIR = "dense"
+METHODS = ("bm25", "dense", "hybrid")
+# Tables of each ranking that the hybrid fuses: deeper than any k asked, so that a table ranked
+# 30th by one method and 2nd by the other can still come first.
+HYBRID_DEPTH = 100
+# Tables embedded per model call batch while indexing: bounds the features held in memory.
+DENSE_CHUNK = 256
 SEARCH_COLUMNS = ["rank", "table_id", "title", "source", "score", "method"]
 # Title and header lines repeated in the BM25 text (`table_text.TableDocument.sparse_text`).
 HEADING_REPEATS = 3
@@ -110,7 +123,9 @@ def _frame_rows(frame: pd.DataFrame) -> Iterable[Sequence[str]]:
 
 
 def build_index(collection: TableCollection, index_dir: str | os.PathLike,
-                max_cells: int = 5000, progress: bool = False, on_table: Optional[Callable[[CollectionTable], None]] = None) -> IndexReport:
+                max_cells: int = 5000, progress: bool = False, on_table: Optional[Callable[[CollectionTable], None]] = None,
+                dense: Any = None, default_method: Optional[str] = None, vector_index_kind: str = "auto",
+                embeddings_dir: Optional[str] = None) -> IndexReport:
     """Reads every table of `collection` once and writes its index into `index_dir`.
 
     Args:
@@ -119,9 +134,17 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
       max_cells: body cells per table in its retrieval text (`table_text.table_document`).
       progress: a tqdm bar over the tables.
       on_table: called with each table read (tests and progress reporters).
+      dense: a `dense.DenseRetriever` (loaded from its model directory): the tables are embedded
+        too, and the index offers "dense" and "hybrid".
+      default_method: the method `search` uses when none is asked; default "hybrid" with a dense
+        model (the best measured on WTQ and TabFact, docs/RESULTS.md), else "bm25".
+      vector_index_kind: the `VectorIndex` backend ("auto": exact search up to 50,000 tables).
+      embeddings_dir: shards of the tables' embeddings by the same dense model (`tapas-tf
+        encode-tables`, a Beam job): their vectors are used, and only tables the shards lack are
+        embedded here (counted, with a warning).
 
     Raises:
-      IndexError_: a collection with no readable table.
+      IndexError_: a collection with no readable table, or a default method the index lacks.
     """
     start = time.perf_counter()
     index_dir = Path(index_dir)
@@ -130,6 +153,9 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
     documents: list[str] = []  # Each line once: the dense encoder's text.
     sparse_documents: list[str] = []
     cells_dropped = tables_cut = 0
+    if embeddings_dir is not None and dense is None:
+        raise IndexError_(f"{embeddings_dir}: embedding shards need their dense model too (--dense_model)")
+    embeddings = _DenseAccumulator(dense, embeddings_dir) if dense is not None else None
     bar = _Progress(len(collection), progress)
     with open(index_dir / TABLES_FILE, "w", encoding="utf-8") as tables_out:
         for table in collection:
@@ -143,6 +169,8 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
             ids.append(table.table_id)
             documents.append(document.text)
             sparse_documents.append(document.sparse_text(HEADING_REPEATS))
+            if embeddings is not None:
+                embeddings.add(table)
             tables_out.write(json.dumps({
                 "table_id": table.table_id, "title": table.title, "source": table.source,
                 "rows": int(table.frame.shape[0]), "rows_total": table.rows_total,
@@ -163,7 +191,13 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
     except ValueError as e:  # Every table is stop words alone: BM25 cannot index that.
         raise IndexError_(f"{collection.spec}: {e}") from None
     methods = ["bm25"]
-    default = "bm25"
+    dense_entry = None
+    if embeddings is not None:
+        dense_entry = embeddings.finish(ids, index_dir / DENSE_DIR, vector_index_kind)
+        methods += ["dense", "hybrid"]
+    default = default_method or ("hybrid" if dense is not None else "bm25")
+    if default not in methods:
+        raise IndexError_(f"default method {default!r} is not one of this index's methods ({', '.join(methods)})")
     header = {
         "format": "tapas_tf.retrieval.table_index",
         "format_version": FORMAT_VERSION,
@@ -177,6 +211,7 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
         "tables": len(ids),
         "methods": methods,
         "default_method": default,
+        "dense": dense_entry,
         "skipped": len(collection_report["skipped"]),
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -184,6 +219,63 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
     (index_dir / HEADER_FILE).write_text(json.dumps(header, indent=1, ensure_ascii=False), encoding="utf-8")
     return IndexReport(str(index_dir), len(ids), methods, default, collection_report, cells_dropped, tables_cut,
                        round(time.perf_counter() - start, 3))
+
+
+class _DenseAccumulator:
+    """Embeds the tables of an index pass in chunks, so that only their vectors are kept."""
+
+    def __init__(self, dense: Any, embeddings_dir: Optional[str] = None):
+        self.dense = dense
+        self.pending: list[tuple[int, Any]] = []  # (row, features) still to embed.
+        self.rows: list[Any] = []  # Row i's vector, or None until its chunk is embedded.
+        self.from_shards: dict[str, Any] = {}
+        self.shards_used = self.embedded_here = 0
+        if embeddings_dir is not None:
+            from tapas_tf.retrieval.embedding_shards import read_embedding_shards
+
+            try:
+                ids, vectors, _ = read_embedding_shards(embeddings_dir, dimension=dense.dimension,
+                                                        model_id=dense.model_id)
+            except ValueError as e:
+                raise IndexError_(str(e)) from None
+            self.from_shards = dict(zip(ids, vectors))
+
+    def add(self, table: CollectionTable) -> None:
+        vector = self.from_shards.get(table.table_id)
+        if vector is not None:
+            self.rows.append(vector)
+            self.shards_used += 1
+            return
+        self.rows.append(None)
+        self.pending.append((len(self.rows) - 1, self.dense.table_features(table)))
+        if len(self.pending) >= DENSE_CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            vectors = self.dense.embed_table_features([features for _, features in self.pending])
+            for (row, _), vector in zip(self.pending, vectors):
+                self.rows[row] = vector
+            self.embedded_here += len(self.pending)
+            self.pending = []
+
+    def finish(self, ids: list[str], directory: Path, kind: str) -> dict[str, Any]:
+        """Writes the vector index of the tables added (row i = ids[i]); returns the header's entry."""
+        import numpy as np
+
+        self._flush()
+        if self.from_shards and self.embedded_here:
+            log.warning("%d tables are not in the embedding shards; they were embedded now", self.embedded_here)
+        index = VectorIndex.build(np.stack(self.rows).astype(np.float32), ids, kind=kind)
+        index.save(str(directory))
+        cuts = dict(sorted(self.dense.cuts.items()))
+        if cuts:
+            log.warning("The dense encoder read part of some tables only: %s",
+                        ", ".join(f"{name} {count}" for name, count in cuts.items()))
+        return {"model_dir": os.path.abspath(self.dense.model_dir), "model_id": self.dense.model_id,
+                "dimension": self.dense.dimension, "similarity": self.dense.similarity,
+                "vector_index": index.kind, "cuts": cuts, "from_shards": self.shards_used,
+                "embedded_here": self.embedded_here}
 
 
 def _skipped_summary(report: dict[str, Any]) -> str:
@@ -206,20 +298,25 @@ class TableIndex:
     """An index directory, loaded: search it by a question, read its tables back."""
 
     def __init__(self, index_dir: Path, header: dict[str, Any], tables: pd.DataFrame, bm25: BM25Index,
-                 spec: Optional[str] = None):
+                 spec: Optional[str] = None, vectors: Optional[VectorIndex] = None, dense_model: Optional[str] = None):
         self.index_dir = index_dir
         self.header = header
         self.tables = tables  # One row per table: SEARCH's metadata columns and more, indexed by table_id.
         self._bm25 = bm25
+        self._vectors = vectors
+        self._dense_model = dense_model
+        self._dense: Any = None
         self._collection: Optional[TableCollection] = None
         self._spec = spec or header["spec"]
 
     @classmethod
-    def load(cls, index_dir: str | os.PathLike, spec: Optional[str] = None) -> "TableIndex":
+    def load(cls, index_dir: str | os.PathLike, spec: Optional[str] = None,
+             dense_model: Optional[str] = None) -> "TableIndex":
         """Reads an index written by `build_index`.
 
         `spec`: where the tables are now, if not where they were indexed (a moved folder, or a
-        database URL with its password, which the index does not record).
+        database URL with its password, which the index does not record). `dense_model`: where the
+        dense model is now, if not where it was when indexing (it must be the same model).
 
         Raises:
           IndexError_: a directory without an index, of another format version, or with missing files.
@@ -243,7 +340,13 @@ class TableIndex:
             raise IndexError_(f"{index_dir} holds the methods {', '.join(unknown)}, which this tapas-tf does not "
                               f"know; it reads {', '.join(METHODS)}")
         bm25 = BM25Index.load(index_dir / BM25_DIR)
-        return cls(index_dir, header, tables, bm25, spec)
+        vectors = None
+        if "dense" in header["methods"]:
+            try:
+                vectors = VectorIndex.load(str(index_dir / DENSE_DIR))
+            except ValueError as e:
+                raise IndexError_(f"{index_dir}: its dense index cannot be read: {e}") from None
+        return cls(index_dir, header, tables, bm25, spec, vectors, dense_model)
 
     def __len__(self) -> int:
         return len(self.tables)
@@ -269,7 +372,42 @@ class TableIndex:
         method = self._method(method)
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        return self._bm25.search_many(questions, k)
+        if method == "bm25":
+            return self._bm25.search_many(questions, k)
+        if method == "dense":
+            return self._dense_rankings(questions, k)
+        depth = max(k, HYBRID_DEPTH)
+        sparse, dense = self._bm25.search_many(questions, depth), self._dense_rankings(questions, depth)
+        return [reciprocal_rank_fusion([s, d], limit=k) for s, d in zip(sparse, dense)]
+
+    @property
+    def dense(self) -> Any:
+        """The `dense.DenseRetriever` that embedded the tables, loaded on first use.
+
+        Raises:
+          IndexError_: the index has no dense method, or its model is missing or is another model
+            (another model_id: its question vectors would not match the tables').
+        """
+        if self._dense is None:
+            entry = self.header.get("dense")
+            if not entry:
+                raise IndexError_(f"{self.index_dir} has no dense index; build it with `tapas-tf index --dense_model`")
+            from tapas_tf.retrieval.dense import DenseRetriever
+
+            model_dir = self._dense_model or entry["model_dir"]
+            try:
+                dense = DenseRetriever.from_model_dir(model_dir)
+            except (ValueError, FileNotFoundError) as e:
+                raise IndexError_(f"{self.index_dir}: its dense model cannot be loaded ({e}); pass the model's "
+                                  "directory now (--dense_model)") from None
+            if dense.model_id != entry["model_id"]:
+                raise IndexError_(f"{model_dir} is model {dense.model_id}, but {self.index_dir} was embedded by "
+                                  f"model {entry['model_id']}: build the index again with this model")
+            self._dense = dense
+        return self._dense
+
+    def _dense_rankings(self, questions: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        return self._vectors.search(self.dense.embed_questions(list(questions)), k)
 
     def search(self, question: str, k: int = 10, method: Optional[str] = None) -> pd.DataFrame:
         """The k tables that best match `question`, best first: a DataFrame of SEARCH_COLUMNS.
