@@ -1,7 +1,7 @@
 """Beam job: a table collection -> embedding shards that a vector index is built from.
 
-    source = table_encoding.CollectionSource("my_tables/")         # or InteractionSource([...])
-    encoder = table_encoding.TableEncoder.from_model_dir("model_dirs/dual")
+    source = collection_encoding.CollectionSource("my_tables/")         # or InteractionSource([...])
+    encoder = collection_encoding.TableEncoder.from_model_dir("model_dirs/dual")
     report = run(EncodeJob(output_dir="out/embeddings"), source, encoder, ["--direct_num_workers=2"])
 
 The job's command line is `tapas-tf encode-tables` (`tapas_tf.commands.encode_tables`), which
@@ -140,7 +140,7 @@ def run(job: EncodeJob, source: Any, encoder: Any, pipeline_args: Sequence[str] 
     """Runs the job and writes OUTPUT_DIR/encode_report.json; returns the report.
 
     `source` and `encoder`: see `tapas_tf.pipelines.encode_tables` (the objects of
-    `tapas_tf.retrieval.table_encoding`). The source is listed here first, so that a bad spec or a
+    `tapas_tf.retrieval.collection_encoding`). The source is listed here first, so that a bad spec or a
     pattern matching nothing fails before the job starts. `progress_settings`: show the tables
     read and embedded while the job runs (when its steps run in this process); None shows nothing.
     """

@@ -195,24 +195,34 @@ class TapasConfig:
 
     def to_json_file(self, path: str) -> None:
         """Writes every field to `path` as JSON."""
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
+        write_json_object(path, self.to_dict())
 
     @classmethod
     def from_json_file(cls, path: str) -> "TapasConfig":
         """Reads a config written by `to_json_file`; unknown keys raise a ValueError."""
-        with open(os.fspath(path), encoding="utf-8") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} is not valid JSON: {e}") from e
-        if not isinstance(values, dict):
-            raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
-        return cls.from_dict(values)
+        return cls.from_dict(read_json_object(path))
 
     def replace(self, **changes: Any) -> "TapasConfig":
         """A copy with `changes` applied (validated like a new config)."""
         return self.from_dict({**self.to_dict(), **changes})
+
+
+def write_json_object(path: str, values: Dict[str, Any]) -> None:
+    """Writes a config's fields to `path` as sorted, indented JSON."""
+    with open(os.fspath(path), "w", encoding="utf-8") as f:
+        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
+
+
+def read_json_object(path: str) -> Dict[str, Any]:
+    """The JSON object in `path`; a ValueError naming the file if it is not valid JSON or not an object."""
+    with open(os.fspath(path), encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from e
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
+    return values
 
 
 def _field_names() -> Tuple[str, ...]:

@@ -27,7 +27,6 @@ Example:
 """
 
 import dataclasses
-import json
 import os
 from typing import Any, Dict, Mapping, Optional
 
@@ -37,7 +36,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import tensorflow as tf
 import tf_keras
 
-from tapas_tf.models.config import TapasConfig
+from tapas_tf.models.config import TapasConfig, read_json_object, write_json_object
 from tapas_tf.models.embeddings import TOKEN_TYPE_FEATURES
 from tapas_tf.models.encoder import TapasEncoder
 
@@ -108,19 +107,11 @@ class DualEncoderConfig:
         return cls(**values)
 
     def to_json_file(self, path: str) -> None:
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
-            f.write(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        write_json_object(path, self.to_dict())
 
     @classmethod
     def from_json_file(cls, path: str) -> "DualEncoderConfig":
-        with open(os.fspath(path), encoding="utf-8") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} is not valid JSON: {e}") from e
-        if not isinstance(values, dict):
-            raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
-        return cls.from_dict(values)
+        return cls.from_dict(read_json_object(path))
 
     def replace(self, **changes: Any) -> "DualEncoderConfig":
         return self.from_dict({**self.to_dict(), **changes})

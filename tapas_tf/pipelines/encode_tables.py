@@ -3,7 +3,7 @@
     keys --ReadTables--> tables --EmbedTables--> (table id, record) --KeepOnePerTable--> records
          --WriteEmbeddingShards--> OUTPUT_DIR/embeddings-SSSSS-of-NNNNN.tfrecord, embeddings.json
 
-The per-table work is retrieval's (`tapas_tf.retrieval.table_encoding`, which this room may not
+The per-table work is retrieval's (`tapas_tf.retrieval.collection_encoding`, which this room may not
 import): the job hands these transforms a *source* and an *encoder*, small picklable objects with
 the methods below, and a worker opens the collection and loads the embedder once, in setup.
 

@@ -21,7 +21,7 @@ from tapas_tf.beam_jobs import encode_tables as job
 from tapas_tf.data import interaction_io
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.pipelines import encode_tables as transforms
-from tapas_tf.retrieval import embedding_shards, table_encoding
+from tapas_tf.retrieval import embedding_shards, collection_encoding
 from tapas_tf.retrieval.collection import open_collection
 from tapas_tf.retrieval.embedder import EMBEDDER_FILE, register_embedder
 from tests.command_runner import run_command
@@ -105,9 +105,9 @@ def collection_run(tmp_path_factory):
     folder = write_collection(base / "tables")
     model_dir = write_model_dir(base / "model")
     out = base / "out"
-    encoder = table_encoding.TableEncoder.from_model_dir(model_dir)
+    encoder = collection_encoding.TableEncoder.from_model_dir(model_dir)
     report = job.run(job.EncodeJob(str(out), batch_size=8, num_shards=2),
-                     table_encoding.CollectionSource(folder), encoder, BEAM_ARGS)
+                     collection_encoding.CollectionSource(folder), encoder, BEAM_ARGS)
     return report, out, folder
 
 
@@ -170,10 +170,10 @@ def test_a_rerun_replaces_the_metadata_and_the_reader_ignores_stale_shards(colle
     folder = collection_run[2]
     model_dir = write_model_dir(tmp_path / "model")
     rerun = tmp_path / "out"
-    encoder = table_encoding.TableEncoder.from_model_dir(model_dir)
+    encoder = collection_encoding.TableEncoder.from_model_dir(model_dir)
     for shards in (3, 1):
         report = job.run(job.EncodeJob(str(rerun), batch_size=2, num_shards=shards),
-                         table_encoding.CollectionSource(folder), encoder, BEAM_ARGS)
+                         collection_encoding.CollectionSource(folder), encoder, BEAM_ARGS)
     assert report["tables"]["adds_up"] and report["metadata"]["shards"] == ["embeddings-00000-of-00001.tfrecord"]
     assert len(list(rerun.glob("embeddings-*-of-00003.tfrecord"))) == 3  # Left as they were, and not read.
     ids, _, _ = embedding_shards.read_embedding_shards(str(rerun))
@@ -185,12 +185,12 @@ def test_a_rerun_replaces_the_metadata_and_the_reader_ignores_stale_shards(colle
 
 def test_a_failing_batch_is_retried_table_by_table(tmp_path):
     tables = list(open_collection(write_collection(tmp_path / "tables")))
-    outcome = table_encoding.embed_batch(BagOfWordsEmbedder(), tables)
+    outcome = collection_encoding.embed_batch(BagOfWordsEmbedder(), tables)
     assert outcome.retried
     assert [e.table_id for e in outcome.embedded] == ["cities.csv", "peaks/mountains.tsv", "rivers.csv"]
     assert [(s.table_id, s.reason) for s in outcome.skipped] == [("boom.csv", "embedding_failed")]
     good = [t for t in tables if t.table_id != "boom.csv"]
-    outcome = table_encoding.embed_batch(BagOfWordsEmbedder(), good)
+    outcome = collection_encoding.embed_batch(BagOfWordsEmbedder(), good)
     assert not outcome.retried and not outcome.skipped
     _, _, values = embedding_shards.decode_example(outcome.embedded[0].record)
     np.testing.assert_array_equal(np.asarray(values, np.float32), bag_vector(good[0]))
@@ -205,7 +205,7 @@ class _WrongShapeEmbedder(BagOfWordsEmbedder):
 
 def test_a_wrong_shape_is_retried_and_a_nan_vector_is_skipped(tmp_path):
     tables = [t for t in open_collection(write_collection(tmp_path / "tables")) if t.table_id != "boom.csv"]
-    outcome = table_encoding.embed_batch(_WrongShapeEmbedder(), tables)
+    outcome = collection_encoding.embed_batch(_WrongShapeEmbedder(), tables)
     assert outcome.retried and not outcome.embedded  # Alone, every table's vector has a NaN.
     assert {s.reason for s in outcome.skipped} == {"embedding_not_finite"}
 
@@ -240,8 +240,8 @@ def test_interactions_are_encoded_once_per_table_id(tmp_path):
     no_id = _interaction("q5", "", "Lakes", ["Lake"], [["Mjøsa"]])
     interaction_io.write_interactions(str(tmp_path / "in" / "a.tfrecord"), [medals, rivers, no_id])
     interaction_io.write_interactions(str(tmp_path / "in" / "b.tfrecord"), [again, other])
-    encoder = table_encoding.TableEncoder.from_model_dir(write_model_dir(tmp_path / "model"))
-    source = table_encoding.InteractionSource([str(tmp_path / "in" / "*.tfrecord")])
+    encoder = collection_encoding.TableEncoder.from_model_dir(write_model_dir(tmp_path / "model"))
+    source = collection_encoding.InteractionSource([str(tmp_path / "in" / "*.tfrecord")])
     report = job.run(job.EncodeJob(str(tmp_path / "out")), source, encoder, BEAM_ARGS)
     counters = report["counters"]
     assert counters["interaction_files_listed"] == 2 and counters["tables_seen"] == 5
@@ -254,10 +254,10 @@ def test_interactions_are_encoded_once_per_table_id(tmp_path):
     assert titles == {"wiki/Games_0": "Winter games", "wiki/Rivers_0": "Rivers"}
     tables = {}
     for interaction, path in ((medals, "a"), (rivers, "a"), (other, "b")):
-        table, _ = table_encoding.table_from_interaction(interaction, path)
+        table, _ = collection_encoding.table_from_interaction(interaction, path)
         tables.setdefault(table.table_id, []).append(table)
     # Of the two Rivers_0 tables, the one with the lower fingerprint is kept, whatever the order.
-    kept = min(tables["wiki/Rivers_0"], key=table_encoding.table_fingerprint)
+    kept = min(tables["wiki/Rivers_0"], key=collection_encoding.table_fingerprint)
     np.testing.assert_array_equal(vectors[ids.index("wiki/Rivers_0")], bag_vector(kept))
     np.testing.assert_array_equal(vectors[ids.index("wiki/Games_0")], bag_vector(tables["wiki/Games_0"][0]))
     reasons = {r["reason"]: r for r in read_failures(tmp_path / "out")}
@@ -267,11 +267,11 @@ def test_interactions_are_encoded_once_per_table_id(tmp_path):
 
 def test_an_interaction_table_reads_as_a_collection_table():
     rivers = _interaction("q3", "wiki/Rivers_0", "Rivers", ["River", "Length"], [["Glomma", "621"], ["Dal"]])
-    table, skip = table_encoding.table_from_interaction(rivers, "f.tfrecord", max_rows=1)
+    table, skip = collection_encoding.table_from_interaction(rivers, "f.tfrecord", max_rows=1)
     assert skip is None and (table.table_id, table.title, table.source) == ("wiki/Rivers_0", "Rivers", "f.tfrecord#q3")
     assert table.frame.values.tolist() == [["Glomma", "621"]] and table.rows_truncated and table.rows_total == 2
     wide = _interaction("q", "t", "T", ["A"], [["1", "2"]])
-    assert table_encoding.table_from_interaction(wide, "f")[1].reason == "bad_table"
+    assert collection_encoding.table_from_interaction(wide, "f")[1].reason == "bad_table"
 
 
 def test_a_truncated_interaction_file_is_a_file_failure(tmp_path):
@@ -280,8 +280,8 @@ def test_a_truncated_interaction_file_is_a_file_failure(tmp_path):
         _interaction(f"q{i}", f"t{i}", "T", ["A"], [[f"word{i}"]]) for i in range(3)])
     data = path.read_bytes()
     path.write_bytes(data[:len(data) - 5])
-    encoder = table_encoding.TableEncoder.from_model_dir(write_model_dir(tmp_path / "model"))
-    report = job.run(job.EncodeJob(str(tmp_path / "out")), table_encoding.InteractionSource([str(path)]),
+    encoder = collection_encoding.TableEncoder.from_model_dir(write_model_dir(tmp_path / "model"))
+    report = job.run(job.EncodeJob(str(tmp_path / "out")), collection_encoding.InteractionSource([str(path)]),
                      encoder, BEAM_ARGS)
     assert report["counters"]["tables_embedded"] == 2
     assert report["tables"]["files_failed"] == {"truncated_record": 1} and not report["tables"]["adds_up"]
@@ -294,17 +294,17 @@ def test_a_truncated_interaction_file_is_a_file_failure(tmp_path):
 
 def test_a_bad_model_directory_fails_before_the_job(tmp_path):
     with pytest.raises(ValueError, match=f"{tmp_path / 'none'}: no such model directory"):
-        table_encoding.TableEncoder.from_model_dir(str(tmp_path / "none"))
+        collection_encoding.TableEncoder.from_model_dir(str(tmp_path / "none"))
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / EMBEDDER_FILE).write_text('{"kind": "no_such_kind"}')
     with pytest.raises(ValueError, match=r"embedder.json: unknown embedder kind 'no_such_kind'; kinds registered: "
                                          rf".*{KIND}"):
-        table_encoding.TableEncoder.from_model_dir(str(tmp_path / "model"))
+        collection_encoding.TableEncoder.from_model_dir(str(tmp_path / "model"))
 
 
 def test_a_worker_refuses_a_model_that_changed(tmp_path):
     model_dir = write_model_dir(tmp_path / "model")
-    encoder = table_encoding.TableEncoder.from_model_dir(model_dir)
+    encoder = collection_encoding.TableEncoder.from_model_dir(model_dir)
     write_model_dir(tmp_path / "model", model_id="retrained")
     import pickle
 
@@ -332,11 +332,11 @@ def test_the_command_line(tmp_path):
 def test_dataflow_dry_run_translates_the_job_graph(tmp_path):
     """The graph of a Dataflow job: the source and encoder pickle, nothing is read from gs://."""
     folder = write_collection(tmp_path / "tables")
-    encoder = table_encoding.TableEncoder.from_model_dir(write_model_dir(tmp_path / "model"))
+    encoder = collection_encoding.TableEncoder.from_model_dir(write_model_dir(tmp_path / "model"))
     wheel = tmp_path / "tapas_tf-0-py3-none-any.whl"
     wheel.write_bytes(b"")  # Given, so the job stages it instead of building its own wheel.
     report = job.run(job.EncodeJob("gs://tapas-test-bucket/embeddings", num_shards=256),
-                     table_encoding.CollectionSource(folder), encoder,
+                     collection_encoding.CollectionSource(folder), encoder,
                      ["--runner=DataflowRunner", "--project=tapas-test", "--region=us-central1",
                       "--temp_location=gs://tapas-test-bucket/tmp", "--dry_run=True", f"--extra_package={wheel}"])
     assert report["dry_run"] is True and report["extra_packages"] == [str(wheel)]
