@@ -50,6 +50,11 @@ def define_flags() -> None:
     flags.DEFINE_string("embeddings", None, "Embedding shards of the tables by --dense_model (`tapas-tf "
                         "encode-tables`): used instead of embedding here.")
     flags.DEFINE_integer("dense_batch_size", 32, "Tables per call of the dense model.", lower_bound=1)
+    flags.DEFINE_float("hybrid_dense_weight", None, "The dense ranking's weight in the hybrid's reciprocal-rank "
+                       "fusion, BM25's being 1 (default: table_index.HYBRID_DENSE_WEIGHT, chosen on WTQ dev and "
+                       "TabFact val; see docs/RETRIEVAL.md).")
+    flags.DEFINE_float("hybrid_rrf_k", None, "The hybrid fusion's damping constant k (default: "
+                       "table_index.HYBRID_RRF_K).")
     flags.DEFINE_boolean("progress_bar", True, "A progress bar on stderr.")
     flags.DEFINE_boolean("json", False, "Print the report as one JSON line.")
 
@@ -67,6 +72,12 @@ def _summary(report) -> str:
     if report.cells_dropped:
         parts.append(f"{report.tables_with_cells_dropped} tables indexed by their first {FLAGS.max_cells} cells")
     return "; ".join(parts)
+
+
+def _fusion_flags() -> dict:
+    """The hybrid's fusion settings given on the command line (the rest keep build_index's defaults)."""
+    given = {"hybrid_dense_weight": FLAGS.hybrid_dense_weight, "hybrid_rrf_k": FLAGS.hybrid_rrf_k}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def main(argv: List[str]) -> None:
@@ -88,7 +99,8 @@ def main(argv: List[str]) -> None:
         collection = open_collection(FLAGS.tables, FLAGS.titles, FLAGS.max_rows, FLAGS.patterns)
         report = build_index(collection, FLAGS.index_dir, max_cells=FLAGS.max_cells,
                              progress=FLAGS.progress_bar, dense=dense, default_method=FLAGS.default_method,
-                             vector_index_kind=FLAGS.vector_index, embeddings_dir=FLAGS.embeddings)
+                             vector_index_kind=FLAGS.vector_index, embeddings_dir=FLAGS.embeddings,
+                             **_fusion_flags())
     except (ValueError, OSError) as e:
         cli.fail(PROG, cli.one_line(e), cli.ERROR_EXIT_CODE)
     print(json.dumps(report.as_dict() | {"collection": {k: v for k, v in report.collection.items()

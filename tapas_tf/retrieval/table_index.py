@@ -21,7 +21,8 @@ The index directory:
 
 Methods: "bm25"; with a dense model (`build_index(dense=...)`, `tapas-tf index --dense_model`)
 also "dense" (the dual encoder's inner product, `dense.DenseRetriever`) and "hybrid", the
-reciprocal-rank fusion (`fusion`) of both rankings' first HYBRID_DEPTH tables. The header's
+reciprocal-rank fusion (`fusion`) of both rankings' first HYBRID_DEPTH tables, BM25's with weight 1
+and the dense one's with `hybrid_dense_weight` (k `hybrid_rrf_k`), both kept in the header. The header's
 `methods` list is what a loaded index offers. For BM25 a table is indexed by the text of
 `table_text.table_document` (title, header, cells row by row, at most `max_cells` body cells;
 what is cut is counted); the dense encoder reads the table itself (`retrieval_features`).
@@ -67,6 +68,14 @@ METHODS = ("bm25", "dense", "hybrid")
 # Tables of each ranking that the hybrid fuses: deeper than any k asked, so that a table ranked
 # 30th by one method and 2nd by the other can still come first.
 HYBRID_DEPTH = 100
+# The hybrid's fusion, chosen on WTQ dev and TabFact val together (the best mean recall@10 of a scan of
+# weights 0.1-1.0 and k 10-100 with a fine-tuned MiniLM; benchmarks/fusion_weights.py, docs/RESULTS.md).
+# A dense model much weaker than BM25 on a kind of question (TabFact's long statements) pulls an
+# equal-weight fusion below BM25; 0.7 keeps the dense ranking's gains on WTQ and BM25's on TabFact.
+HYBRID_DENSE_WEIGHT = 0.7
+HYBRID_RRF_K = 30
+# Indexes written before the fusion was recorded fused with equal weights and Cormack et al.'s k.
+_UNRECORDED_FUSION = {"dense_weight": 1.0, "rrf_k": 60.0}
 # Tables embedded per model call batch while indexing: bounds the features held in memory.
 DENSE_CHUNK = 256
 SEARCH_COLUMNS = ["rank", "table_id", "title", "source", "score", "method"]
@@ -125,7 +134,8 @@ def _frame_rows(frame: pd.DataFrame) -> Iterable[Sequence[str]]:
 def build_index(collection: TableCollection, index_dir: str | os.PathLike,
                 max_cells: int = 5000, progress: bool = False, on_table: Optional[Callable[[CollectionTable], None]] = None,
                 dense: Any = None, default_method: Optional[str] = None, vector_index_kind: str = "auto",
-                embeddings_dir: Optional[str] = None) -> IndexReport:
+                embeddings_dir: Optional[str] = None, hybrid_dense_weight: float = HYBRID_DENSE_WEIGHT,
+                hybrid_rrf_k: float = HYBRID_RRF_K) -> IndexReport:
     """Reads every table of `collection` once and writes its index into `index_dir`.
 
     Args:
@@ -142,10 +152,14 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
       embeddings_dir: shards of the tables' embeddings by the same dense model (`tapas-tf
         encode-tables`, a Beam job): their vectors are used, and only tables the shards lack are
         embedded here (counted, with a warning).
+      hybrid_dense_weight: the dense ranking's weight in the hybrid (BM25's is 1); > 0.
+      hybrid_rrf_k: the fusion's damping constant; > 0.
 
     Raises:
       IndexError_: a collection with no readable table, or a default method the index lacks.
     """
+    if not (hybrid_dense_weight > 0 and hybrid_rrf_k > 0):
+        raise IndexError_(f"the hybrid's dense weight and k must be > 0, got {hybrid_dense_weight} and {hybrid_rrf_k}")
     start = time.perf_counter()
     index_dir = Path(index_dir)
     index_dir.mkdir(parents=True, exist_ok=True)
@@ -212,6 +226,7 @@ def build_index(collection: TableCollection, index_dir: str | os.PathLike,
         "methods": methods,
         "default_method": default,
         "dense": dense_entry,
+        "hybrid": {"dense_weight": float(hybrid_dense_weight), "rrf_k": float(hybrid_rrf_k)} if dense_entry else None,
         "skipped": len(collection_report["skipped"]),
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -359,6 +374,11 @@ class TableIndex:
     def default_method(self) -> str:
         return self.header["default_method"]
 
+    @property
+    def fusion(self) -> dict[str, float]:
+        """The hybrid's {"dense_weight", "rrf_k"} (BM25's weight is 1)."""
+        return dict(self.header.get("hybrid") or _UNRECORDED_FUSION)
+
     def _method(self, method: Optional[str]) -> str:
         method = method or self.default_method
         if method not in METHODS:
@@ -378,7 +398,9 @@ class TableIndex:
             return self._dense_rankings(questions, k)
         depth = max(k, HYBRID_DEPTH)
         sparse, dense = self._bm25.search_many(questions, depth), self._dense_rankings(questions, depth)
-        return [reciprocal_rank_fusion([s, d], limit=k) for s, d in zip(sparse, dense)]
+        fusion = self.fusion
+        return [reciprocal_rank_fusion([s, d], k=fusion["rrf_k"], weights=[1.0, fusion["dense_weight"]], limit=k)
+                for s, d in zip(sparse, dense)]
 
     @property
     def dense(self) -> Any:

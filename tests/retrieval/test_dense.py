@@ -15,7 +15,8 @@ from tapas_tf.retrieval.dense import DenseRetriever
 from tapas_tf.retrieval.embedder import load_embedder
 from tapas_tf.retrieval.evaluation import evaluate_index
 from tapas_tf.retrieval.fusion import reciprocal_rank_fusion
-from tapas_tf.retrieval.table_index import HYBRID_DEPTH, IndexError_, TableIndex, build_index
+from tapas_tf.retrieval.table_index import (HYBRID_DEPTH, HYBRID_DENSE_WEIGHT, HYBRID_RRF_K, IndexError_, TableIndex,
+                                          build_index)
 from tapas_tf.retrieval.training_pairs import RetrieverTrainingData, build_training_data
 from tapas_tf.training.retriever_training import RetrieverTrainConfig, batch_rows, make_batch, train_retriever
 from tests.command_runner import run_command
@@ -103,13 +104,37 @@ def test_an_index_with_a_dense_model_offers_dense_and_hybrid(workspace, tmp_path
     scores = dense.embed_tables(tables) @ dense.embed_questions([question])[0]
     expected = [tables[i].table_id for i in np.argsort(-scores)]
     assert [t for t, _ in index.rankings([question], 4, "dense")[0]] == expected
-    # Hybrid: the reciprocal-rank fusion of both rankings.
+    # Hybrid: the reciprocal-rank fusion of both rankings, with the fusion the header records.
+    assert header["hybrid"] == {"dense_weight": HYBRID_DENSE_WEIGHT, "rrf_k": HYBRID_RRF_K} == index.fusion
     fused = reciprocal_rank_fusion([index.rankings([question], HYBRID_DEPTH, "bm25")[0],
-                                    index.rankings([question], HYBRID_DEPTH, "dense")[0]], limit=3)
+                                    index.rankings([question], HYBRID_DEPTH, "dense")[0]],
+                                   k=HYBRID_RRF_K, weights=[1.0, HYBRID_DENSE_WEIGHT], limit=3)
     assert index.rankings([question], 3)[0] == fused
     assert list(index.search(question, k=2)["method"]) == ["hybrid", "hybrid"]
     result = evaluate_index(index, [{"id": "q", "question": question, "table_id": "rivers.csv"}], ks=(1, 2))
     assert set(result["methods"]) == {"bm25", "dense", "hybrid"} and result["default"] == "hybrid"
+
+
+def test_the_hybrid_fusion_is_chosen_when_indexing_and_kept(workspace, tmp_path):
+    dense = DenseRetriever.from_model_dir(str(workspace / "model"))
+    build_index(open_collection(workspace / "tables"), tmp_path / "index", dense=dense,
+                hybrid_dense_weight=0.25, hybrid_rrf_k=5)
+    index = TableIndex.load(tmp_path / "index")
+    assert index.fusion == {"dense_weight": 0.25, "rrf_k": 5.0}
+    question = "which river is longest"
+    sparse = index.rankings([question], HYBRID_DEPTH, "bm25")[0]
+    dense_ranking = index.rankings([question], HYBRID_DEPTH, "dense")[0]
+    # By hand for the first table: 1 / (5 + its BM25 rank) + 0.25 / (5 + its dense rank).
+    first, score = index.rankings([question], 1, "hybrid")[0][0]
+    ranks = [next(r for r, (t, _) in enumerate(ranking, 1) if t == first) for ranking in (sparse, dense_ranking)]
+    assert score == pytest.approx(1 / (5 + ranks[0]) + 0.25 / (5 + ranks[1]))
+    # An index written before the fusion was recorded keeps the equal weights it was built with.
+    header = json.loads((tmp_path / "index" / "index.json").read_text())
+    del header["hybrid"]
+    (tmp_path / "index" / "index.json").write_text(json.dumps(header))
+    assert TableIndex.load(tmp_path / "index").fusion == {"dense_weight": 1.0, "rrf_k": 60.0}
+    with pytest.raises(IndexError_, match="dense weight and k must be > 0"):
+        build_index(open_collection(workspace / "tables"), tmp_path / "bad", dense=dense, hybrid_dense_weight=0)
 
 
 def test_an_index_refuses_another_model_and_a_missing_one(workspace, tmp_path):
@@ -211,9 +236,11 @@ def test_init_train_index_and_evaluate_through_the_commands(workspace, tmp_path)
     record = json.loads((model_dir / "embedder.json").read_text())
     assert record["checkpoint"] == "checkpoints/ckpt-100" and record["kind"] == "dual_encoder"
     run = run_command("index", f"--tables={workspace / 'tables'}", f"--index_dir={tmp_path / 'index'}",
-                      f"--dense_model={model_dir}", "--noprogress_bar", "--json")
+                      f"--dense_model={model_dir}", "--noprogress_bar", "--json", "--hybrid_dense_weight=0.5")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["methods"] == ["bm25", "dense", "hybrid"]
+    header = json.loads((tmp_path / "index" / "index.json").read_text())
+    assert header["hybrid"] == {"dense_weight": 0.5, "rrf_k": HYBRID_RRF_K}
     run = run_command("evaluate-retrieval", f"--index_dir={tmp_path / 'index'}", f"--queries={workspace / 'queries.tsv'}")
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
