@@ -2,7 +2,7 @@
 
     python benchmarks/collection_accuracy.py --wtq_dir=../shared/datasets/wtq --index_dir=WTQ_INDEX \
         [--model_dir=DIR] [--aggregation_model_dir=DIR|none] [--holdout_report=MIX/mix_report.json] \
-        [--max_k=10] [--ks=1,3,5,10] [--weights=0,0.5,1,2] [--temperatures=0.5,1,2,4] [--output=FILE.json]
+        [--method=hybrid] [--max_k=10] [--ks=1,3,5,10] [--weights=0,0.5,1,2] [--temperatures=0.5,1,2,4] [--output=FILE.json]
 
 WTQ_INDEX is `tapas-tf index --tables=WTQ --patterns='csv/*.csv' --titles=...` over all the WTQ
 tables. Each question of `random-split-1-dev.tsv` (or, with `--holdout_report`, of the training
@@ -106,6 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--model_dir", default=None)
     parser.add_argument("--aggregation_model_dir", default=None)
     parser.add_argument("--holdout_report", default="", help="Ask the held-out training tables instead of dev.")
+    parser.add_argument("--method", default=None, help="bm25, dense or hybrid (default: the index's default)")
     parser.add_argument("--max_k", type=int, default=10)
     parser.add_argument("--ks", default="1,3,5,10")
     parser.add_argument("--weights", default="0,0.5,1,2")
@@ -126,14 +127,14 @@ def main(argv=None) -> int:
         given.update({q["id"]: False for q in by_table[table]})
     given_seconds = time.time() - start
     start = time.time()
-    records = ask_collection(CollectionQA(index, qa, k=args.max_k), by_table)
+    records = ask_collection(CollectionQA(index, qa, k=args.max_k, method=args.method), by_table)
     collection_seconds = time.time() - start
     rows = grid(records, given, [k for k in map(int, args.ks.split(",")) if k <= args.max_k],
                 _floats(args.weights), _floats(args.temperatures))
     report = {"machine": machine_line(), "split": "holdout" if args.holdout_report else "dev",
               "questions": len(records), "given_accuracy": round(sum(given.values()) / len(given), 4),
               "given_seconds": round(given_seconds, 1), "collection_seconds": round(collection_seconds, 1),
-              "max_k": args.max_k, "grid": rows}
+              "method": args.method or index.default_method, "max_k": args.max_k, "grid": rows}
     print(report["machine"])
     print(f"{report['questions']} questions ({report['split']}); given the table: {report['given_accuracy']:.4f} "
           f"({given_seconds:.0f} s); collection at k={args.max_k}: {collection_seconds:.0f} s")

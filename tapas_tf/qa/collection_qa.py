@@ -16,7 +16,8 @@ How an answer is chosen: the index's `k` best tables for the question are read a
     combined = retrieval_weight * log p_retrieval + log confidence
 
 where p_retrieval is the softmax of the retrieval scores of the k tables at `temperature` (how sure
-the index is of this table among those k), and confidence is the reader's (calibrated where the
+the index is of this table among those k; each method's scores live on their own scale, so each has
+its own default temperature, DEFAULT_TEMPERATURES), and confidence is the reader's (calibrated where the
 model has a calibration) probability that its answer is right. The candidate with the highest
 combined score answers, and the others are its runners-up. A table that cannot be read or
 encoded is kept among the candidates with its error, never chosen.
@@ -38,7 +39,13 @@ from tapas_tf.qa.tables import AskError
 from tapas_tf.retrieval.table_index import TableIndex
 
 DEFAULT_K = 5
-DEFAULT_TEMPERATURE = 1.0
+# The softmax temperature of each method's scores. BM25 scores are unbounded (gaps of whole points);
+# a dense score is a cosine, which the retriever was trained to separate at logit_scale 20 (1 / 0.05);
+# a hybrid score is a reciprocal-rank sum, about 1 / (30 + rank), whose neighbours differ by ~0.001.
+# At 1.0 the hybrid's probabilities were uniform, and a WTQ dev answer at k = 5 came from the right
+# table 12% of the time instead of 52% (docs/RESULTS.md, "Answers from a collection").
+DEFAULT_TEMPERATURES = {"bm25": 1.0, "dense": 0.05, "hybrid": 0.002}
+DEFAULT_TEMPERATURE = DEFAULT_TEMPERATURES["bm25"]
 DEFAULT_RETRIEVAL_WEIGHT = 1.0
 # A confidence of exactly 0 (no cell selected, say) must still rank, below every real answer.
 MIN_CONFIDENCE = 1e-6
@@ -180,11 +187,11 @@ class CollectionQA:
     """A reader (`TableQA`) over the tables of an index (`TableIndex`)."""
 
     def __init__(self, index: TableIndex, qa: TableQA, k: int = DEFAULT_K, method: Optional[str] = None,
-                 temperature: float = DEFAULT_TEMPERATURE, retrieval_weight: float = DEFAULT_RETRIEVAL_WEIGHT,
+                 temperature: Optional[float] = None, retrieval_weight: float = DEFAULT_RETRIEVAL_WEIGHT,
                  cache_tables: int = 32):
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        if temperature <= 0:
+        if temperature is not None and temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
         if retrieval_weight < 0:
             raise ValueError(f"retrieval_weight must not be negative, got {retrieval_weight}")
@@ -192,7 +199,8 @@ class CollectionQA:
         self.qa = qa
         self.k = k
         self.method = index._method(method)  # pylint: disable=protected-access  # Fails now on a wrong one.
-        self.temperature = temperature
+        # None: the default of the method's score scale.
+        self.temperature = DEFAULT_TEMPERATURES[self.method] if temperature is None else temperature
         self.retrieval_weight = retrieval_weight
         self._cache: "collections.OrderedDict[str, PreparedTable]" = collections.OrderedDict()
         self._cache_size = max(cache_tables, 0)

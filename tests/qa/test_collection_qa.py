@@ -18,6 +18,7 @@ import pytest
 
 from tapas_tf.qa.ask_results import AskResult, SelectedCell
 from tapas_tf.qa.collection_qa import (
+    DEFAULT_TEMPERATURES,
     CollectionQA,
     NoTableFound,
     combined_score,
@@ -154,6 +155,18 @@ def test_the_answer_combines_retrieval_and_confidence(three_tables):
     assert record["answer"] == "Baikal" and record["runners_up"][0]["table_id"] == "rivers.csv"
     frame = found.candidates_frame()
     assert frame["table_id"].tolist() == ["lakes.csv", "rivers.csv"] and frame["chosen"].tolist() == [True, False]
+
+
+def test_each_method_has_the_temperature_of_its_score_scale(three_tables):
+    _, index = three_tables
+    assert CollectionQA(index, _Reader()).temperature == DEFAULT_TEMPERATURES["bm25"] == 1.0
+    assert CollectionQA(index, _Reader(), temperature=0.3).temperature == 0.3
+    # A hybrid score is about 1 / (30 + rank): at temperature 1 the first ten tables would be all but
+    # equally likely; at the hybrid's default the first is clearly the likeliest.
+    rrf = [1 / (30 + rank) + 0.7 / (30 + rank) for rank in range(1, 11)]
+    assert max(retrieval_probabilities(rrf, 1.0)) < 0.101
+    assert retrieval_probabilities(rrf, DEFAULT_TEMPERATURES["hybrid"])[0] > 0.3
+    assert set(DEFAULT_TEMPERATURES) == {"bm25", "dense", "hybrid"}
 
 
 def test_k_limits_the_tables_read_and_all_go_to_the_reader_together(three_tables):
