@@ -29,10 +29,11 @@ biases, [heads, head_size, hidden] output kernel); `tf1_shape` gives the 2-D TF1
 plain row-major reshape maps onto them.
 """
 
-import json
 import os
 import re
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+
+from tapas_tf.models.config import read_json_object as read_json_file
 
 # Hugging Face buffers that are not parameters (position ids are recomputed by every model).
 HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
@@ -186,11 +187,4 @@ def read_json_object(source_dir: str, file_name: str, kind: str) -> Dict[str, An
     path = os.path.join(source_dir, file_name)
     if not os.path.exists(path):
         raise ValueError(f"{source_dir} is not {kind} model directory: {file_name} is missing.")
-    with open(path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(values, dict):
-        raise ValueError(f"{path} must hold a JSON object.")
-    return values
+    return read_json_file(path)

@@ -23,13 +23,13 @@ transport and errors).
 
 import collections
 import hashlib
-import json
 import os
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from tapas_tf.features.retrieval_features import STAT_QUESTION_CUT, RetrievalFeatures
+from tapas_tf.models.config import read_json_object
 from tapas_tf.serving.serving_client import ASSETS_EXTRA, Transport, parse_response, post_json, predict_url, version_dir
 
 # retriever_export's names, repeated so that this module loads no TensorFlow.
@@ -54,14 +54,7 @@ QueryRunner = Callable[[np.ndarray, np.ndarray], np.ndarray]
 def _read_json(path: str) -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
-    with open(path, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"{path} does not hold a JSON object")
-    return values
+    return read_json_object(path)
 
 
 def read_retriever_assets(export_dir: str) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[str]]:
