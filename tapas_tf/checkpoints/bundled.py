@@ -3,7 +3,7 @@
     from tapas_tf.checkpoints.bundled import bundled_model_dir, bundled_aggregation_model_dir
     TableQA.from_model_dir()      # the bundled models, as below
 
-Three models, one directory each under `bundled/`:
+Four models, one directory each under `bundled/`:
 
 - the conversation model (`BUNDLED_DIR`, `bundled_model_dir()`): trained on SQA, it selects cells
   and reads the previous answer of a conversation (which rows, which cells, "which of them ...");
@@ -15,6 +15,9 @@ Three models, one directory each under `bundled/`:
   calibrated confidence (each directory's `calibration.json`, `qa.confidence`). An installation
   may lack it: `bundled_aggregation_model_dir()` is then None, and the conversation model answers
   alone.
+- the table retriever (`RETRIEVER_DIR`, `bundled_retriever_dir()`): a dual encoder (int8 weights)
+  that `tapas-tf index` embeds tables with unless `--dense_model` names another or `none`; with
+  it an index offers dense and hybrid search besides BM25. An installation may lack it (None).
 
 Each directory's `compact.json` gives the commands that trained the model and its dev scores;
 `docs/RESULTS.md` has the whole experiments, `docs/MODELS.md` what each model is good for.
@@ -27,6 +30,7 @@ BUNDLED_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled
 BUNDLED_DIR = os.path.join(BUNDLED_ROOT, "sqa_tiny")
 AGGREGATION_DIR = os.path.join(BUNDLED_ROOT, "wtq_tiny")
 TABFACT_DIR = os.path.join(BUNDLED_ROOT, "tabfact_tiny")
+RETRIEVER_DIR = os.path.join(BUNDLED_ROOT, "retriever_minilm")
 # Every bundled model's weights together (the repository carries them): npz and LiteRT copies.
 MAX_BUNDLED_BYTES = 60 * 1000 * 1000
 
@@ -58,6 +62,19 @@ def bundled_tabfact_model_dir() -> str:
                                 "(trained with `run_task.py --task=TABFACT`) or load a released one by name "
                                 "(TableFactChecker.from_pretrained)")
     return TABFACT_DIR
+
+
+def bundled_retriever_dir() -> Optional[str]:
+    """The directory of the bundled table retriever, or None if this installation has none."""
+    from tapas_tf.checkpoints import model_dir
+
+    has_record = os.path.exists(os.path.join(RETRIEVER_DIR, "embedder.json"))
+    return RETRIEVER_DIR if has_record and model_dir.has_compact_weights(RETRIEVER_DIR) else None
+
+
+def is_bundled_retriever(directory: str) -> bool:
+    """Whether `directory` is this installation's bundled retriever."""
+    return os.path.realpath(directory) == os.path.realpath(RETRIEVER_DIR)
 
 
 def bundled_weights_bytes(root: str = BUNDLED_ROOT) -> int:

@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import zipfile
-from typing import Iterator, List, Mapping, Optional
+from typing import Any, Iterator, List, Mapping, Optional
 
 import numpy as np
 
@@ -263,16 +263,16 @@ def decompress(stored: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     return value if scale is None else value * scale
 
 
-def restore_compact_weights(model, model_dir: str) -> None:
+def restore_compact_weights(model, model_dir: str, targets: Optional[Mapping[str, Any]] = None) -> None:
     """Sets every variable of a built TapasForQuestionAnswering from `model_dir`'s compact weights
-    (float16, or int8 with scales).
+    (float16, or int8 with scales); `targets` (name -> variable) replaces `model.weight_map()`.
 
     Raises:
       ValueError: the file is damaged, or its names or shapes are not the model's (names the file
         and the first differences).
     """
     path = compact_weights_path(model_dir) or os.path.join(model_dir, COMPACT_WEIGHTS_FILES["float16"])
-    targets = model.weight_map()
+    targets = model.weight_map() if targets is None else targets
     try:
         with np.load(path) as file:
             stored = {name: file[name] for name in file.files}
@@ -281,7 +281,7 @@ def restore_compact_weights(model, model_dir: str) -> None:
         raise ValueError(f"{path}: not a readable weights file ({e})") from e
     missing, unexpected = sorted(set(targets) - set(weights)), sorted(set(weights) - set(targets))
     if missing or unexpected:
-        raise ValueError(f"{path} does not fit the model of {config_path(model_dir)}: "
+        raise ValueError(f"{path} does not fit the model configured in {model_dir}: "
                          f"missing {missing[:3]}, unexpected {unexpected[:3]}")
     for name, variable in targets.items():
         if tuple(weights[name].shape) != tuple(variable.shape):

@@ -311,11 +311,16 @@ def embedder_record(model_dir: str, config: "DualEncoderConfig", checkpoint: str
 
 
 def _fingerprint(model_dir: str, checkpoint: str) -> str:
-    """The first 16 hex digits of the SHA-256 of dual_encoder.json and the checkpoint's files."""
+    """The first 16 hex digits of the SHA-256 of dual_encoder.json and the checkpoint's files (or a
+    compact directory's weights file)."""
     digest = hashlib.sha256()
-    directory, base = os.path.split(os.path.join(model_dir, checkpoint))
-    files = [config_path(model_dir)] + sorted(os.path.join(directory, name) for name in os.listdir(directory)
-                                               if name.startswith(base + "."))
+    path = os.path.join(model_dir, checkpoint)
+    directory, base = os.path.split(path)
+    if os.path.isfile(path):  # A compact directory's weights file.
+        files = [config_path(model_dir), path]
+    else:
+        files = [config_path(model_dir)] + sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                                                   if name.startswith(base + "."))
     for path in files:
         digest.update(os.path.basename(path).encode())
         with open(path, "rb") as f:
@@ -329,7 +334,8 @@ def load_dual_encoder(model_dir: str, checkpoint: Optional[str] = None):
 
     Args:
       model_dir: the directory.
-      checkpoint: a checkpoint prefix; default the newest complete one under checkpoints/.
+      checkpoint: a checkpoint prefix; default the newest complete one under checkpoints/, else the
+        compact weights (`write_compact_dual_encoder_dir`).
 
     Returns:
       (model, config): the model, called as `model(features)` (see `TableDualEncoder`), and its
@@ -350,8 +356,12 @@ def load_dual_encoder(model_dir: str, checkpoint: Optional[str] = None):
     except (TypeError, ValueError) as e:
         raise ValueError(f"{config_path(model_dir)}: {e}") from None
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
+    if checkpoint is None or checkpoint.endswith(".npz"):
+        if not model_dir_lib.has_compact_weights(model_dir):
+            raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
+        model = build_dual_encoder(config)
+        model_dir_lib.restore_compact_weights(model, model_dir, compact_weight_map(model))
+        return model, config
     model = build_dual_encoder(config)
     with model_dir_lib.reading_checkpoint(checkpoint):
         status = tf.train.Checkpoint(model=model).restore(checkpoint)
@@ -360,6 +370,55 @@ def load_dual_encoder(model_dir: str, checkpoint: Optional[str] = None):
     except AssertionError as e:
         raise ValueError(f"{checkpoint} does not fit {config_path(model_dir)}: {' '.join(str(e).split())[:300]}") from None
     return model, config
+
+
+def compact_weight_map(model) -> Dict[str, Any]:
+    """`model.weight_map()` with each variable once: shared towers keep only their `bert/` names,
+    so that a compact file does not hold the encoder twice."""
+    unique, seen = {}, set()
+    for name, variable in sorted(model.weight_map().items()):
+        if variable.ref() not in seen:
+            seen.add(variable.ref())
+            unique[name] = variable
+    return unique
+
+
+def write_compact_dual_encoder_dir(model_dir: str, out_dir: str, checkpoint: Optional[str] = None,
+                                   weights: str = "int8", notes: Optional[Mapping[str, Any]] = None
+                                   ) -> Dict[str, Any]:
+    """Writes a dual-encoder directory's model as a compact one (for shipping in the package):
+    dual_encoder.json, vocab.txt, `weights_int8.npz` (or float16), compact.json, and an
+    embedder.json whose model_id fingerprints the compact weights, since their rounding changes the
+    embeddings (an index built with the full-precision model is refused, not mixed).
+
+    Returns:
+      What compact.json holds (the source, the rounding error, the sizes, `notes`).
+
+    Raises:
+      ValueError: `out_dir` already holds a model; as `load_dual_encoder` for the source.
+    """
+    from tapas_tf.checkpoints import compact  # pylint: disable=import-outside-toplevel
+
+    if os.path.exists(config_path(out_dir)):
+        raise ValueError(f"{out_dir} already holds a dual encoder; write to a new directory")
+    checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
+    model, config = load_dual_encoder(model_dir, checkpoint)
+    targets = compact_weight_map(model)
+    stored, worst, parameters = compact.compact_arrays(targets, weights)
+    os.makedirs(out_dir, exist_ok=True)
+    config.to_json_file(config_path(out_dir))
+    path = compact.save_compact_arrays(out_dir, stored, weights)
+    vocab = os.path.join(model_dir, importer.VOCAB_FILE)
+    if os.path.exists(vocab):
+        shutil.copyfile(vocab, os.path.join(out_dir, importer.VOCAB_FILE))
+    info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
+            "source_step": model_dir_lib.checkpoint_step(checkpoint) if checkpoint else 0,
+            "weights": weights, "variables": len(targets), "parameters": int(parameters),
+            "max_abs_rounding_error": worst, "weights_bytes": os.path.getsize(path), "notes": dict(notes or {})}
+    compact.write_info(out_dir, info)
+    model_dir_lib.write_record(out_dir, EMBEDDER_FILE, embedder_record(
+        out_dir, config, os.path.basename(path), os.path.exists(vocab)))
+    return info
 
 
 # --- the import ------------------------------------------------------------------------------

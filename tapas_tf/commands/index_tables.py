@@ -9,9 +9,11 @@
 file or `sqlite:///FILE` (every table), or any SQLAlchemy URL (`pip install 'tapas-tf[sql]'` and
 its driver). `--titles` is a TSV with the columns `table_id` and `title`; without one a table's
 title is its file or table name. The index is BM25 over each table's title, header and cells
-(`tapas_tf.retrieval.table_index`); with `--dense_model` (a dual-encoder directory: `tapas-tf
-init-from-bert --target=retriever`, `tapas-tf train-retriever` or an imported Google retriever) the
-tables are embedded too, and the index also offers `dense` and `hybrid` (the default).
+(`tapas_tf.retrieval.table_index`). The tables are embedded too, and the index also offers `dense`
+and `hybrid` (the default), with the bundled retriever (a MiniLM dual encoder fine-tuned on training
+questions, `tapas_tf.checkpoints.bundled`) or `--dense_model` (a dual-encoder directory: `tapas-tf
+init-from-bert --target=retriever`, `tapas-tf train-retriever` or an imported Google retriever);
+`--dense_model=none` builds BM25 alone.
 
 Files that cannot be read (unreadable, empty, binary, not CSV) are skipped, counted and named in
 INDEX_DIR/report.json, and the index is still built; the last line printed sums it up (one JSON
@@ -20,7 +22,7 @@ line with --json).
 
 import json
 import sys
-from typing import List
+from typing import List, Optional
 
 from absl import flags
 
@@ -42,7 +44,8 @@ def define_flags() -> None:
     flags.DEFINE_integer("max_cells", 5000, "Body cells per table in its retrieval text (what is cut is counted).",
                          lower_bound=0)
     flags.DEFINE_string("dense_model", None, "A dual-encoder model directory: embed the tables too (methods "
-                        "dense and hybrid).")
+                        "dense and hybrid). Default: the bundled retriever where the installation has it; "
+                        "'none' for BM25 alone.")
     flags.DEFINE_enum("default_method", None, ["bm25", "dense", "hybrid"], "The method search and ask use "
                       "when none is given (default: hybrid with --dense_model, else bm25).")
     flags.DEFINE_enum("vector_index", "auto", ["auto", "exact", "faiss", "scann"], "The dense index: exact "
@@ -80,6 +83,15 @@ def _fusion_flags() -> dict:
     return {name: value for name, value in given.items() if value is not None}
 
 
+def _dense_model_dir() -> Optional[str]:
+    """--dense_model, else the bundled retriever (None where the installation lacks it); None for 'none'."""
+    if FLAGS.dense_model is not None:
+        return None if FLAGS.dense_model.lower() == "none" else FLAGS.dense_model
+    from tapas_tf.checkpoints.bundled import bundled_retriever_dir
+
+    return bundled_retriever_dir()
+
+
 def main(argv: List[str]) -> None:
     if argv[1:]:
         cli.fail(PROG, f"unexpected arguments: {' '.join(argv[1:])}", cli.USAGE_EXIT_CODE)
@@ -92,10 +104,11 @@ def main(argv: List[str]) -> None:
     cli.warnings_only_unless_asked()
     try:
         dense = None
-        if FLAGS.dense_model:
+        dense_model = _dense_model_dir()
+        if dense_model:
             from tapas_tf.retrieval.dense import DenseRetriever
 
-            dense = DenseRetriever.from_model_dir(FLAGS.dense_model, batch_size=FLAGS.dense_batch_size)
+            dense = DenseRetriever.from_model_dir(dense_model, batch_size=FLAGS.dense_batch_size)
         collection = open_collection(FLAGS.tables, FLAGS.titles, FLAGS.max_rows, FLAGS.patterns)
         report = build_index(collection, FLAGS.index_dir, max_cells=FLAGS.max_cells,
                              progress=FLAGS.progress_bar, dense=dense, default_method=FLAGS.default_method,

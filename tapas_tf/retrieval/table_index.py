@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from tapas_tf.checkpoints import bundled
 from tapas_tf.retrieval.bm25 import BM25Index
 from tapas_tf.retrieval.collection import CollectionTable, TableCollection, absolute_spec, open_collection, recorded_spec
 from tapas_tf.retrieval.fusion import reciprocal_rank_fusion
@@ -288,9 +289,19 @@ class _DenseAccumulator:
             log.warning("The dense encoder read part of some tables only: %s",
                         ", ".join(f"{name} {count}" for name, count in cuts.items()))
         return {"model_dir": os.path.abspath(self.dense.model_dir), "model_id": self.dense.model_id,
+                # The bundled retriever is found in whatever installation reads the index.
+                "bundled": bundled.is_bundled_retriever(self.dense.model_dir),
                 "dimension": self.dense.dimension, "similarity": self.dense.similarity,
                 "vector_index": index.kind, "cuts": cuts, "from_shards": self.shards_used,
                 "embedded_here": self.embedded_here}
+
+
+def _recorded_model_dir(entry: dict[str, Any]) -> str:
+    """The dense model an index's header names: this installation's bundled retriever if it was
+    the bundled one (the path recorded may be another installation's), else the path recorded."""
+    if entry.get("bundled"):
+        return bundled.bundled_retriever_dir() or entry["model_dir"]
+    return entry["model_dir"]
 
 
 def _skipped_summary(report: dict[str, Any]) -> str:
@@ -416,7 +427,7 @@ class TableIndex:
                 raise IndexError_(f"{self.index_dir} has no dense index; build it with `tapas-tf index --dense_model`")
             from tapas_tf.retrieval.dense import DenseRetriever
 
-            model_dir = self._dense_model or entry["model_dir"]
+            model_dir = self._dense_model or _recorded_model_dir(entry)
             try:
                 dense = DenseRetriever.from_model_dir(model_dir)
             except (ValueError, FileNotFoundError) as e:
