@@ -247,3 +247,21 @@ def test_bundle_writes_the_union_of_the_stages_table_manifests(source, tmp_path)
     assert result.returncode == 1 and result.stderr.strip().startswith(
         f"tapas-tf bundle: error: {bad}:2: not a manifest line")
     assert not other.exists()
+
+
+def test_every_bundled_model_lists_the_tables_it_was_trained_on():
+    """The data rule's record: each bundled model's training_tables.txt.gz, one `SOURCE:NAME` per
+    table, as many as its compact.json says, with no evaluation split's kind of name."""
+    from tapas_tf.checkpoints.bundled import BUNDLED_ROOT
+    from tapas_tf.data import table_manifest
+
+    directories = [os.path.join(BUNDLED_ROOT, name) for name in sorted(os.listdir(BUNDLED_ROOT))
+                   if os.path.isdir(os.path.join(BUNDLED_ROOT, name))]
+    readers = [d for d in directories if os.path.exists(model_dir_lib.config_path(d))]
+    assert {os.path.basename(d) for d in readers} >= {"sqa_tiny", "wtq_tiny"}
+    for directory in readers:
+        names = table_manifest.read_manifest(os.path.join(directory, table_manifest.MANIFEST_FILE))
+        info = json.load(open(os.path.join(directory, compact.INFO_FILE)))
+        assert info["notes"]["training_tables"]["tables"] == len(names) > 1000, directory
+        assert all(name.split(":", 1)[0] in {"wtq", "sqa", "tabfact", "page"} for name in names), directory
+        assert len(set(names)) == len(names) and names == sorted(names), directory
