@@ -137,7 +137,9 @@ def _check_ask(cwd, args, result):
 
 def _check_index(cwd, args, result):
     header = json.load(open(os.path.join(cwd, _flag(args, "index_dir"), "index.json")))
-    assert header["tables"] >= 3 and header["methods"] == ["bm25"], header
+    # Without --dense_model the bundled retriever embeds the tables too: hybrid is the default.
+    assert header["tables"] >= 3 and header["methods"] == ["bm25", "dense", "hybrid"], header
+    assert header["default_method"] == "hybrid" and header["dense"]["bundled"] is True, header
 
 
 def _check_search(cwd, args, result):

@@ -250,16 +250,16 @@ def test_bundle_writes_the_union_of_the_stages_table_manifests(source, tmp_path)
 
 
 def test_every_bundled_model_lists_the_tables_it_was_trained_on():
-    """The data rule's record: each bundled model's training_tables.txt.gz, one `SOURCE:NAME` per
+    """The data rule's record: each bundled model's (readers and retriever) training_tables.txt.gz, one `SOURCE:NAME` per
     table, as many as its compact.json says, with no evaluation split's kind of name."""
     from tapas_tf.checkpoints.bundled import BUNDLED_ROOT
     from tapas_tf.data import table_manifest
 
     directories = [os.path.join(BUNDLED_ROOT, name) for name in sorted(os.listdir(BUNDLED_ROOT))
                    if os.path.isdir(os.path.join(BUNDLED_ROOT, name))]
-    readers = [d for d in directories if os.path.exists(model_dir_lib.config_path(d))]
-    assert {os.path.basename(d) for d in readers} >= {"sqa_tiny", "wtq_tiny"}
-    for directory in readers:
+    bundles = [d for d in directories if os.path.exists(os.path.join(d, compact.INFO_FILE))]
+    assert {os.path.basename(d) for d in bundles} >= {"sqa_tiny", "wtq_tiny", "retriever_minilm"}
+    for directory in bundles:
         names = table_manifest.read_manifest(os.path.join(directory, table_manifest.MANIFEST_FILE))
         info = json.load(open(os.path.join(directory, compact.INFO_FILE)))
         assert info["notes"]["training_tables"]["tables"] == len(names) > 1000, directory
