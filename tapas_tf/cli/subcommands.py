@@ -64,6 +64,8 @@ SUBCOMMANDS: Dict[str, Subcommand] = {
                         "for search and answers.", _command("index_tables")),
     "search": Subcommand("The tables of an index that best match a question, with their scores.",
                          _command("search_tables")),
+    "make-ict-pairs": Subcommand("Inverse-cloze pairs for pre-training a table retriever: sentences of a table's "
+                                 "page as its questions, under the training-data rule.", _command("make_ict_pairs")),
     "train-retriever": Subcommand("Train a dual encoder for table retrieval on training questions whose table is "
                                   "known (in-batch and BM25 hard negatives).", _command("train_retriever")),
     "evaluate-retrieval": Subcommand("Recall@k and MRR of an index's methods on questions whose table is known.",

@@ -42,6 +42,7 @@ from typing import List
 from absl import flags
 
 import tapas_tf.cli as cli
+from tapas_tf.commands import rule_flags
 from tapas_tf.data import interaction_io, table_collection, table_manifest, training_tables
 
 PROG = "collect-tables"
@@ -57,16 +58,7 @@ def define_flags() -> None:
     flags.DEFINE_string("output", None, "The table-only interactions (.tfrecord, or .txtpb[.gz]); name it "
                         "DIR/train.tfrecord for create-data --task=SYNTHETIC --input_dir=DIR.")
     flags.DEFINE_string("excluded_out", None, "Also write the names of the excluded tables here, one per line.")
-    flags.DEFINE_string("wtq_release", None, "The WikiTableQuestions release (training.tsv, csv/): the rule "
-                        "keeps only its training tables, less those of the scored dev split.")
-    flags.DEFINE_string("sqa_release", None, "The SQA release (train.tsv, random-split-1-dev.tsv).")
-    flags.DEFINE_string("tabfact_release", None, "The TabFact release (train_examples.json, val_examples.json, "
-                        "all_csv/): only train's tables are kept, and no page titled as a val table's caption.")
-    flags.DEFINE_string("wtq_pages", None, "WikiTableQuestions' page crawl (2xx-page/N.json): a page of an "
-                        "evaluation table, and its whole article, is left out.")
-    flags.DEFINE_multi_string("scored_dev_split", list(training_tables.SCORED_DEV_FILES),
-                              "A dev split file (in the WTQ and SQA releases) that scores are measured on: its "
-                              "tables are left out (repeatable).")
+    rule_flags.define_flags(__name__)
     flags.DEFINE_string("report", None, "Write the tables used and excluded, by reason, here (JSON).")
     flags.DEFINE_string("manifest_out", None, "Write the kept tables' manifest names here (.txt or .txt.gz).")
     flags.DEFINE_string("rule_exclusions_out", None, "Write the rule's evaluation tables and pages here, for "
@@ -86,7 +78,7 @@ def main(argv: List[str]) -> None:
             excluded |= table_collection.read_table_name_file(FLAGS.exclude_tables)
         paths = _expand(FLAGS.interactions)
         tables, counts = table_collection.collect_tables(paths, excluded)
-        rule = _rule()
+        rule = rule_flags.rule_from_flags()
         tables, decisions = _apply_rule(rule, tables)
         interaction_io.write_interactions(FLAGS.output, tables)
         _write_outputs(rule, tables, decisions, counts, excluded)
@@ -113,14 +105,6 @@ def _expand(patterns: List[str]) -> List[str]:
             raise FileNotFoundError(f"--interactions={pattern}: no file matches")
         paths += matches
     return paths
-
-
-def _rule():
-    if not (FLAGS.wtq_release or FLAGS.sqa_release or FLAGS.tabfact_release):
-        return None
-    return training_tables.TrainingTableRule.from_releases(training_tables.Releases(
-        wtq_dir=FLAGS.wtq_release, sqa_dir=FLAGS.sqa_release, tabfact_dir=FLAGS.tabfact_release,
-        wtq_pages_dir=FLAGS.wtq_pages, scored_dev_files=tuple(FLAGS.scored_dev_split)))
 
 
 def _apply_rule(rule, tables):
