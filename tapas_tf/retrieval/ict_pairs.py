@@ -15,7 +15,11 @@ a sentence that repeats the title alone would be answered by reading the title.
 
 The output is what `tapas-tf train-retriever` reads: a folder of CSV tables (one per distinct
 table, named by its id), their titles, and the questions. Sentences are chosen per table by a
-fingerprint of the table id, the sentence and `seed`, never by file order. Tables that give no
+fingerprint of the table id, the sentence and `seed`, never by file order, and a page's sentence
+becomes the question of one of its tables only (a table that finds every sentence of its page
+taken, as the page's later tables may, is counted as `tables_skipped_no_sentence`). The set of
+sentences used grows with the questions written (one integer each): a job of millions of tables
+runs it per shard of pages. Tables that give no
 sentence, tables already written (the same id again) and cells that cannot be written are counted
 in the report, never dropped unseen.
 """
@@ -144,7 +148,8 @@ def write_ict_collection(interactions: Iterable[interaction_pb2.Interaction], ou
     tables_dir = os.path.join(output_dir, "tables")
     os.makedirs(tables_dir, exist_ok=True)
     counts: Counter = Counter()
-    seen: set = set()
+    seen: set = set()  # Table ids written.
+    used: set = set()  # Fingerprints of (page, sentence) already a question.
     manifest: List[str] = []
     with open(queries_path, "w", encoding="utf-8") as queries, \
             open(os.path.join(output_dir, "titles.tsv"), "w", encoding="utf-8") as titles:
@@ -152,7 +157,7 @@ def write_ict_collection(interactions: Iterable[interaction_pb2.Interaction], ou
         titles.write("table_id\ttitle\n")
         for interaction in interactions:
             counts["interactions_read"] += 1
-            for pair in _pairs_of(interaction, seen, counts, sentences_per_table, seed, rule, tables_dir, titles,
+            for pair in _pairs_of(interaction, seen, used, counts, sentences_per_table, seed, rule, tables_dir, titles,
                                   manifest):
                 queries.write(f"{pair.question_id}\t{_tsv_field(pair.question)}\t{pair.table_id}\n")
                 counts["questions_written"] += 1
@@ -165,7 +170,7 @@ def write_ict_collection(interactions: Iterable[interaction_pb2.Interaction], ou
     return dict(counts)
 
 
-def _pairs_of(interaction, seen, counts, per_table, seed, rule, tables_dir, titles, manifest) -> List[IctPair]:
+def _pairs_of(interaction, seen, used, counts, per_table, seed, rule, tables_dir, titles, manifest) -> List[IctPair]:
     """The pairs of one interaction, its table written; [] (counted) when it gives none."""
     table = interaction.table
     table_id = table.table_id or interaction.id
@@ -180,7 +185,12 @@ def _pairs_of(interaction, seen, counts, per_table, seed, rule, tables_dir, titl
     if not table.columns or not table.rows:
         counts["tables_skipped_no_cells"] += 1
         return []
-    sentences = choose_sentences(split_sentences(_page_text(interaction)), table_id, per_table, seed)
+    # A page's text is shared by its tables: each sentence asks for one of them only, so that no
+    # question has two right tables (the other would be a false negative in its batch).
+    page = table.document_title or table_id
+    fresh = [s for s in split_sentences(_page_text(interaction)) if _fingerprint(page, s) not in used]
+    sentences = choose_sentences(fresh, table_id, per_table, seed)
+    used.update(_fingerprint(page, s) for s in sentences)
     if not sentences:
         counts["tables_skipped_no_sentence"] += 1
         return []

@@ -72,26 +72,29 @@ def test_the_collection_keeps_the_rule_counts_every_skip_and_trains(tmp_path):
                      "that plays in blue shirts.", rows=()),  # No body rows.
         _interaction("http://en.wikipedia.org/wiki/Gamma_4", "Gamma", "Honours",
                      "Gamma won the league title three times in a row."),
+        # Another table of Beta's page: only the sentence Beta_2 did not take is left for it.
+        _interaction("http://en.wikipedia.org/wiki/Beta_5", "Beta", "Stadium", BETA_TEXT),
     ]
     out = tmp_path / "ict"
     counts = write_ict_collection(iter(interactions), str(out), sentences_per_table=2, seed=1, rule=rule)
-    assert counts == {"interactions_read": 6, "questions_written": 3, "tables_written": 2,
+    assert counts == {"interactions_read": 7, "questions_written": 4, "tables_written": 3,
                       "tables_excluded_page_holds_evaluation_table": 1, "tables_skipped_no_sentence": 1,
                       "tables_skipped_duplicate_id": 1, "tables_skipped_no_cells": 1}
     with open(out / "queries.tsv", encoding="utf-8") as f:
         queries = list(csv.DictReader(f, delimiter="\t"))
     beta, gamma = file_name("http://en.wikipedia.org/wiki/Beta_2"), file_name("http://en.wikipedia.org/wiki/Gamma_4")
-    assert [q["table_id"] for q in queries] == [beta, beta, gamma]
-    assert set(q["question"] for q in queries[:2]) <= set(split_sentences(BETA_TEXT))
+    beta5 = file_name("http://en.wikipedia.org/wiki/Beta_5")
+    assert [q["table_id"] for q in queries] == [beta, beta, gamma, beta5]
+    assert sorted(q["question"] for q in queries if q["table_id"] in (beta, beta5)) == sorted(split_sentences(BETA_TEXT))
     assert queries[2]["question"] == "Gamma won the league title three times in a row."
     assert (out / "titles.tsv").read_text().splitlines() == ["table_id\ttitle", f"{beta}\tBeta - Results",
-                                                             f"{gamma}\tGamma - Honours"]
+                                                             f"{gamma}\tGamma - Honours", f"{beta5}\tBeta - Stadium"]
     with gzip.open(out / "training_tables.txt.gz", "rt") as f:
-        assert f.read().splitlines() == ["page:200-page/2#2", "page:Gamma#4"]
+        assert f.read().splitlines() == ["page:200-page/2#2", "page:200-page/2#5", "page:Gamma#4"]
     assert json.loads((out / "report.json").read_text())["counts"] == counts
     # The collection reads back as train-retriever reads it: every question's table, with its title.
     tables = {t.table_id: t for t in open_collection(str(out / "tables"), str(out / "titles.tsv"))}
-    assert set(tables) == {beta, gamma} and tables[beta].title == "Beta - Results"
+    assert set(tables) == {beta, gamma, beta5} and tables[beta].title == "Beta - Results"
     assert list(tables[beta].frame.columns) == ["team", "points"] and tables[beta].frame.iloc[1].tolist() == ["bears", "7"]
     with pytest.raises(ValueError, match="exists: write the collection to a new directory"):
         write_ict_collection(iter(interactions), str(out))
