@@ -34,7 +34,6 @@ TabFact id) is excluded, counted as `*_release_not_given`, once any release is g
 given the rule is not applied, and the command says so.
 """
 
-import glob
 import json
 import os
 from typing import List
@@ -76,7 +75,7 @@ def main(argv: List[str]) -> None:
             if not os.path.isfile(FLAGS.exclude_tables):
                 raise FileNotFoundError(f"--exclude_tables={FLAGS.exclude_tables}: no such file")
             excluded |= table_collection.read_table_name_file(FLAGS.exclude_tables)
-        paths = _expand(FLAGS.interactions)
+        paths = interaction_io.expand_paths(FLAGS.interactions)
         tables, counts = table_collection.collect_tables(paths, excluded)
         rule = rule_flags.rule_from_flags()
         tables, decisions = _apply_rule(rule, tables)
@@ -94,17 +93,6 @@ def main(argv: List[str]) -> None:
         by_reason = training_tables.count_decisions(d for _, d in decisions)
         print(f"Training-data rule: {len(tables)} of {len(decisions)} tables kept; excluded by reason "
               f"{json.dumps({r: n for r, n in by_reason.items() if r != training_tables.KEPT and n})}")
-
-
-def _expand(patterns: List[str]) -> List[str]:
-    """Each --interactions value, a path or a glob (the Wikipedia job writes shards)."""
-    paths = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
-        if not matches:
-            raise FileNotFoundError(f"--interactions={pattern}: no file matches")
-        paths += matches
-    return paths
 
 
 def _apply_rule(rule, tables):

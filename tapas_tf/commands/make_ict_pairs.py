@@ -16,7 +16,6 @@ left out, counted by reason, and the kept tables' manifest is written as trainin
 The last line printed sums up what was written and skipped.
 """
 
-import glob
 import json
 from typing import List
 
@@ -24,6 +23,7 @@ from absl import flags
 
 import tapas_tf.cli as cli
 from tapas_tf.commands import rule_flags
+from tapas_tf.data import interaction_io
 
 PROG = "make-ict-pairs"
 FLAGS = flags.FLAGS
@@ -40,21 +40,9 @@ def define_flags() -> None:
         flags.mark_flag_as_required(name)
 
 
-def _expand(patterns: List[str]) -> List[str]:
-    paths = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
-        if not matches:
-            raise FileNotFoundError(f"--interactions={pattern}: no file matches")
-        paths += matches
-    return paths
-
-
 def _read_all(paths: List[str]):
-    from tapas_tf.data.interaction_io import read_interactions
-
     for path in paths:
-        yield from read_interactions(path)
+        yield from interaction_io.read_interactions(path)
 
 
 def main(argv: List[str]) -> None:
@@ -62,7 +50,7 @@ def main(argv: List[str]) -> None:
     from tapas_tf.retrieval.ict_pairs import write_ict_collection
 
     try:
-        paths = _expand(FLAGS.interactions)
+        paths = interaction_io.expand_paths(FLAGS.interactions)
         rule = rule_flags.rule_from_flags()
         counts = write_ict_collection(_read_all(paths), FLAGS.output_dir, FLAGS.sentences_per_table, FLAGS.seed,
                                       rule=rule)

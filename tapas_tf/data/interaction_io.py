@@ -17,13 +17,14 @@ truncated or damaged gzip stream, a TFRecord cut short) raises `InteractionFileE
 file and the byte or record where it broke off.
 """
 
+import glob
 import gzip
 import io
 import itertools
 import os
 import re
 import zlib
-from typing import BinaryIO, Callable, Iterable, Iterator, Union
+from typing import BinaryIO, Callable, Iterable, Iterator, List, Sequence, Union
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -220,3 +221,15 @@ def write_interactions(path: str, interactions: Iterable[Interaction]) -> int:
             writer.write(interaction.SerializeToString())
             count += 1
     return count
+
+
+def expand_paths(patterns: Sequence[str], flag: str = "--interactions") -> List[str]:
+    """Each value a path or a glob (a job's shards), in order; FileNotFoundError naming the `flag`
+    value that matches no file."""
+    paths: List[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        if not matches:
+            raise FileNotFoundError(f"{flag}={pattern}: no file matches")
+        paths += matches
+    return paths
