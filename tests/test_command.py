@@ -100,6 +100,7 @@ FLAGS = {
     "init-from-bert": ("--bert_dir", "--bert_dri=x"),
     "create-pretrain-data": ("--input_pages", "--input_pagse=x"),
     "collect-tables": ("--exclude_interactions", "--exclude_interaction=x"),
+    "make-ict-pairs": ("--sentences_per_table", "--sentences_per_tabel=3"),
     "bundle": ("--weights", "--weigths=int8"),
     "make-statements": ("--pairs_per_table", "--pairs_per_tabel=3"),
     "verify": ("--table", "--tabel=x"),
