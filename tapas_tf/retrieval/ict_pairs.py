@@ -27,19 +27,18 @@ in the report, never dropped unseen.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import json
 import os
 import re
 from collections import Counter
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from tapas_tf.data import table_manifest
 from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.data.training_tables import TrainingTableRule
 
-__all__ = ["IctPair", "MIN_WORDS", "choose_sentences", "file_name", "split_sentences", "table_title",
+__all__ = ["MIN_WORDS", "choose_sentences", "file_name", "split_sentences", "table_title",
            "write_ict_collection"]
 
 MIN_WORDS = 5  # Shorter "sentences" are list items, captions and stray fragments: no question.
@@ -48,15 +47,6 @@ _ABBREVIATIONS = frozenset("st mt ft dr mr mrs ms jr sr no nos vs gen col lt sgt
                            "co corp ltd bros approx ca est fig vol ed".split())
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 REPORT_FILE = "report.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class IctPair:
-    """One pseudo-question and the table (its file name in the collection) that answers it."""
-
-    question_id: str
-    question: str
-    table_id: str
 
 
 def split_sentences(text: str) -> List[str]:
@@ -147,20 +137,26 @@ def write_ict_collection(interactions: Iterable[interaction_pb2.Interaction], ou
         raise ValueError(f"{queries_path} exists: write the collection to a new directory")
     tables_dir = os.path.join(output_dir, "tables")
     os.makedirs(tables_dir, exist_ok=True)
-    counts: Counter = Counter()
-    seen: set = set()  # Table ids written.
-    used: set = set()  # Fingerprints of (page, sentence) already a question.
+    chooser = _Chooser(sentences_per_table, seed, rule)
     manifest: List[str] = []
     with open(queries_path, "w", encoding="utf-8") as queries, \
             open(os.path.join(output_dir, "titles.tsv"), "w", encoding="utf-8") as titles:
         queries.write("id\tquestion\ttable_id\n")
         titles.write("table_id\ttitle\n")
         for interaction in interactions:
-            counts["interactions_read"] += 1
-            for pair in _pairs_of(interaction, seen, used, counts, sentences_per_table, seed, rule, tables_dir, titles,
-                                  manifest):
-                queries.write(f"{pair.question_id}\t{_tsv_field(pair.question)}\t{pair.table_id}\n")
-                counts["questions_written"] += 1
+            chosen = chooser.choose(interaction)
+            if chosen is None:
+                continue
+            manifest_name, sentences = chosen
+            table = interaction.table
+            name = file_name(table.table_id or interaction.id)
+            _write_table_csv(os.path.join(tables_dir, name), table)
+            titles.write(f"{name}\t{_tsv_field(table_title(table))}\n")
+            for i, sentence in enumerate(sentences):
+                queries.write(f"{name}#{i}\t{_tsv_field(sentence)}\t{name}\n")
+            if manifest_name:
+                manifest.append(manifest_name)
+    counts = chooser.counts
     if rule is not None:
         table_manifest.write_manifest(os.path.join(output_dir, table_manifest.MANIFEST_FILE), manifest)
     report = {"output_dir": os.path.abspath(output_dir), "sentences_per_table": sentences_per_table, "seed": seed,
@@ -170,34 +166,41 @@ def write_ict_collection(interactions: Iterable[interaction_pb2.Interaction], ou
     return dict(counts)
 
 
-def _pairs_of(interaction, seen, used, counts, per_table, seed, rule, tables_dir, titles, manifest) -> List[IctPair]:
-    """The pairs of one interaction, its table written; [] (counted) when it gives none."""
-    table = interaction.table
-    table_id = table.table_id or interaction.id
-    if table_id in seen:
-        counts["tables_skipped_duplicate_id"] += 1
-        return []
-    seen.add(table_id)
-    decision = rule.decide(table_id, table.document_title) if rule is not None else None
-    if decision is not None and not decision.kept:
-        counts[f"tables_excluded_{decision.reason}"] += 1
-        return []
-    if not table.columns or not table.rows:
-        counts["tables_skipped_no_cells"] += 1
-        return []
-    # A page's text is shared by its tables: each sentence asks for one of them only, so that no
-    # question has two right tables (the other would be a false negative in its batch).
-    page = table.document_title or table_id
-    fresh = [s for s in split_sentences(_page_text(interaction)) if _fingerprint(page, s) not in used]
-    sentences = choose_sentences(fresh, table_id, per_table, seed)
-    used.update(_fingerprint(page, s) for s in sentences)
-    if not sentences:
-        counts["tables_skipped_no_sentence"] += 1
-        return []
-    name = file_name(table_id)
-    _write_table_csv(os.path.join(tables_dir, name), table)
-    titles.write(f"{name}\t{_tsv_field(table_title(table))}\n")
-    counts["tables_written"] += 1
-    if decision is not None:
-        manifest.append(decision.manifest_name)
-    return [IctPair(f"{name}#{i}", sentence, name) for i, sentence in enumerate(sentences)]
+class _Chooser:
+    """Which interactions give a table and which of their sentences become its questions, with the
+    count of every table read, written or skipped and why."""
+
+    def __init__(self, per_table: int, seed: int, rule: Optional[TrainingTableRule]):
+        self.per_table, self.seed, self.rule = per_table, seed, rule
+        self.counts: Counter = Counter()
+        self._seen: set = set()  # Table ids already read.
+        self._used: set = set()  # Fingerprints of (page, sentence) already a question.
+
+    def choose(self, interaction: interaction_pb2.Interaction) -> Optional[Tuple[Optional[str], List[str]]]:
+        """(the table's manifest name, None without a rule; its sentences), or None (counted)."""
+        self.counts["interactions_read"] += 1
+        table = interaction.table
+        table_id = table.table_id or interaction.id
+        if table_id in self._seen:
+            return self._skip("tables_skipped_duplicate_id")
+        self._seen.add(table_id)
+        decision = self.rule.decide(table_id, table.document_title) if self.rule is not None else None
+        if decision is not None and not decision.kept:
+            return self._skip(f"tables_excluded_{decision.reason}")
+        if not table.columns or not table.rows:
+            return self._skip("tables_skipped_no_cells")
+        # A page's text is shared by its tables: each sentence asks for one of them only, so that no
+        # question has two right tables (the other would be a false negative in its batch).
+        page = table.document_title or table_id
+        fresh = [s for s in split_sentences(_page_text(interaction)) if _fingerprint(page, s) not in self._used]
+        sentences = choose_sentences(fresh, table_id, self.per_table, self.seed)
+        if not sentences:
+            return self._skip("tables_skipped_no_sentence")
+        self._used.update(_fingerprint(page, s) for s in sentences)
+        self.counts["tables_written"] += 1
+        self.counts["questions_written"] += len(sentences)
+        return (decision.manifest_name if decision is not None else None), sentences
+
+    def _skip(self, reason: str) -> None:
+        self.counts[reason] += 1
+        return None
