@@ -66,9 +66,9 @@ def bundled_tabfact_model_dir() -> str:
 
 def bundled_retriever_dir() -> Optional[str]:
     """The directory of the bundled table retriever, or None if this installation has none."""
-    from tapas_tf.checkpoints import model_dir
+    from tapas_tf.checkpoints import model_dir, retriever
 
-    has_record = os.path.exists(os.path.join(RETRIEVER_DIR, "embedder.json"))
+    has_record = os.path.exists(os.path.join(RETRIEVER_DIR, retriever.EMBEDDER_FILE))
     return RETRIEVER_DIR if has_record and model_dir.has_compact_weights(RETRIEVER_DIR) else None
 
 

@@ -75,9 +75,11 @@ def _compress(name: str, value: np.ndarray, weights: str) -> Dict[str, np.ndarra
     return {name: to_float16(name, value)}
 
 
-def compact_arrays(weight_map: Mapping[str, Any], weights: str) -> Tuple[Dict[str, np.ndarray], float, int]:
-    """The stored arrays of every variable of a model's `weight_map()`, in `weights` ("float16"
-    or "int8"), the largest rounding error, and the number of parameters."""
+def write_compact_weights(out_dir: str, weight_map: Mapping[str, Any], weights: str, source_model_dir: str,
+                          checkpoint: Optional[str], notes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Writes every variable of a model's `weight_map()` as OUT_DIR/weights_{float16,int8}.npz and
+    what they came from as compact.json; returns compact.json's object. The layout of any compact
+    directory, whatever its model (the QA model here, `retriever.write_compact_dual_encoder_dir`)."""
     if weights not in WEIGHTS_FILES:
         raise ValueError(f"weights must be one of {sorted(WEIGHTS_FILES)}, got {weights!r}")
     stored, worst, parameters = {}, 0.0, 0
@@ -87,22 +89,19 @@ def compact_arrays(weight_map: Mapping[str, Any], weights: str) -> Tuple[Dict[st
         stored.update(arrays)
         parameters += value.size
         worst = max(worst, float(np.max(np.abs(model_dir_lib.decompress(arrays, name) - value), initial=0.0)))
-    return stored, worst, parameters
-
-
-def save_compact_arrays(out_dir: str, stored: Mapping[str, np.ndarray], weights: str) -> str:
-    """Writes the arrays as OUT_DIR/weights_{float16,int8}.npz; returns its path."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, WEIGHTS_FILES[weights])
     # Stored, not deflated: float16 weights shrink by only 8% in zlib, and inflating them cost 0.1 s
     # of every fresh process's first answer (0.11 against 0.02 s for a tiny model's 9 MB).
     np.savez(path, **stored)
-    return path
-
-
-def write_info(out_dir: str, info: Mapping[str, Any]) -> None:
+    info = {"source_model_dir": os.path.abspath(source_model_dir), "source_checkpoint": checkpoint,
+            "source_step": model_dir_lib.checkpoint_step(checkpoint) if checkpoint else 0,
+            "weights": weights, "variables": len(weight_map), "parameters": int(parameters),
+            "max_abs_rounding_error": worst, "weights_bytes": os.path.getsize(path),
+            "notes": dict(notes or {})}
     with open(os.path.join(out_dir, INFO_FILE), "w", encoding="utf-8") as f:
-        f.write(json.dumps(dict(info), indent=2, sort_keys=True) + "\n")
+        f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return info
 
 
 def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[str] = None,
@@ -121,14 +120,5 @@ def write_compact_model_dir(model_dir: str, out_dir: str, checkpoint: Optional[s
         raise ValueError(f"{out_dir} already holds a model directory; write to a new directory")
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
     model = model_dir_lib.load_model(model_dir, checkpoint)
-    stored, worst, parameters = compact_arrays(model.weight_map(), weights)
-    os.makedirs(out_dir, exist_ok=True)
     model_dir_lib.save_config(out_dir, model_dir_lib.load_config(model_dir))
-    path = save_compact_arrays(out_dir, stored, weights)
-    info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
-            "source_step": model_dir_lib.checkpoint_step(checkpoint) if checkpoint else 0,
-            "weights": weights, "variables": len(model.weight_map()), "parameters": int(parameters),
-            "max_abs_rounding_error": worst, "weights_bytes": os.path.getsize(path),
-            "notes": dict(notes or {})}
-    write_info(out_dir, info)
-    return info
+    return write_compact_weights(out_dir, model.weight_map(), weights, model_dir, checkpoint, notes)

@@ -356,13 +356,13 @@ def load_dual_encoder(model_dir: str, checkpoint: Optional[str] = None):
     except (TypeError, ValueError) as e:
         raise ValueError(f"{config_path(model_dir)}: {e}") from None
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
-    if checkpoint is None or checkpoint.endswith(".npz"):
-        if not model_dir_lib.has_compact_weights(model_dir):
-            raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
-        model = build_dual_encoder(config)
+    compact = checkpoint is None or checkpoint.endswith(".npz")
+    if compact and not model_dir_lib.has_compact_weights(model_dir):
+        raise FileNotFoundError(f"{model_dir}: no checkpoint under {model_dir_lib.CHECKPOINT_DIR}/")
+    model = build_dual_encoder(config)
+    if compact:
         model_dir_lib.restore_compact_weights(model, model_dir, compact_weight_map(model))
         return model, config
-    model = build_dual_encoder(config)
     with model_dir_lib.reading_checkpoint(checkpoint):
         status = tf.train.Checkpoint(model=model).restore(checkpoint)
     try:
@@ -403,21 +403,14 @@ def write_compact_dual_encoder_dir(model_dir: str, out_dir: str, checkpoint: Opt
         raise ValueError(f"{out_dir} already holds a dual encoder; write to a new directory")
     checkpoint = checkpoint or model_dir_lib.latest_checkpoint(model_dir)
     model, config = load_dual_encoder(model_dir, checkpoint)
-    targets = compact_weight_map(model)
-    stored, worst, parameters = compact.compact_arrays(targets, weights)
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(config_path(out_dir))
-    path = compact.save_compact_arrays(out_dir, stored, weights)
+    info = compact.write_compact_weights(out_dir, compact_weight_map(model), weights, model_dir, checkpoint, notes)
     vocab = os.path.join(model_dir, importer.VOCAB_FILE)
     if os.path.exists(vocab):
         shutil.copyfile(vocab, os.path.join(out_dir, importer.VOCAB_FILE))
-    info = {"source_model_dir": os.path.abspath(model_dir), "source_checkpoint": checkpoint,
-            "source_step": model_dir_lib.checkpoint_step(checkpoint) if checkpoint else 0,
-            "weights": weights, "variables": len(targets), "parameters": int(parameters),
-            "max_abs_rounding_error": worst, "weights_bytes": os.path.getsize(path), "notes": dict(notes or {})}
-    compact.write_info(out_dir, info)
     model_dir_lib.write_record(out_dir, EMBEDDER_FILE, embedder_record(
-        out_dir, config, os.path.basename(path), os.path.exists(vocab)))
+        out_dir, config, compact.WEIGHTS_FILES[weights], os.path.exists(vocab)))
     return info
 
 

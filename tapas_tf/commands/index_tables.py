@@ -47,7 +47,7 @@ def define_flags() -> None:
                         "dense and hybrid). Default: the bundled retriever where the installation has it; "
                         "'none' for BM25 alone.")
     flags.DEFINE_enum("default_method", None, ["bm25", "dense", "hybrid"], "The method search and ask use "
-                      "when none is given (default: hybrid with --dense_model, else bm25).")
+                      "when none is given (default: hybrid with a dense model, else bm25).")
     flags.DEFINE_enum("vector_index", "auto", ["auto", "exact", "faiss", "scann"], "The dense index: exact "
                       "search up to 50,000 tables with auto, FAISS above.")
     flags.DEFINE_string("embeddings", None, "Embedding shards of the tables by --dense_model (`tapas-tf "
