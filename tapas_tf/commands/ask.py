@@ -5,6 +5,7 @@
     tapas-tf ask --model=google/tapas-base-finetuned-wtq --table=t.csv "..."  # a released model
     tapas-tf ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
     tapas-tf ask ... --html=answer.html "..."                  # also a self-contained page
+    tapas-tf ask --table=orders.csv --time_budget=10 "how many orders were shipped in may?"  # every row
     tapas-tf ask --index_dir=my_index "..."                    # the best of the index's top --k tables
     tapas-tf ask --index_dir=my_index --questions_file=q.tsv --json   # many questions, one line each
     tapas-tf ask --table=t.csv --questions_file=q.tsv --json
@@ -40,8 +41,14 @@ def define_flags() -> None:
     table_flags.define_flags(__name__)  # --table, --json, --backend, ...
     model_flags.define_flags(__name__)  # --model_dir, --model, --threshold, ...
     flags.DEFINE_string("html", None, "Also write every answer and the table as a self-contained HTML page.")
-    flags.DEFINE_bool("prune", True, "Prune a table too big for the model to the rows and columns most "
-                      "related to the question (else refuse it).")
+    flags.DEFINE_bool("windows", True, "Read a table too big for one example in windows of rows, so that a "
+                      "count, total or average covers every row (else --prune decides).")
+    flags.DEFINE_integer("max_rows", None, "Read at most this many rows (the first) of a table read in windows; "
+                         "an answer that hit the limit says so.", lower_bound=1)
+    flags.DEFINE_float("time_budget", None, "Stop reading a table's windows after this many seconds; an answer "
+                       "that hit the limit says how many rows it covers.", lower_bound=0.001)
+    flags.DEFINE_bool("prune", True, "With --nowindows: prune a table too big for the model to the rows and "
+                      "columns most related to the question (else refuse it).")
     flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on "
                       "CPUs with AVX512_BF16 or AMX; probabilities move by about 1e-2.")
     flags.DEFINE_string("index_dir", None, "Ask the tables of this index (`tapas-tf index`) instead of --table.")
@@ -81,7 +88,8 @@ def main(argv: List[str]) -> None:
             table, title = None, os.path.basename(os.path.normpath(FLAGS.index_dir))
         else:
             table, title = read_table_file(FLAGS.table, FLAGS.delimiter), os.path.basename(FLAGS.table)
-        qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend)
+        qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend,
+                                       windows=FLAGS.windows, max_rows=FLAGS.max_rows, time_budget=FLAGS.time_budget)
         qa.show_backend = True  # answered by: bundled sqa_tiny (LiteRT)
         console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, title)
         if FLAGS.index_dir:

@@ -103,8 +103,56 @@ class ExampleConverter:
         features["label_ids"] = _cell_labels(answer_cells, table, cell_index)
         features["prev_label_ids"] = _cell_labels(prev_answer_coordinates or (), table, cell_index)
         features["numeric_relations"] = _relations(question, table, cell_index)
-        features.update(self._answer_features(interaction, question))
+        features.update(self._answer_features(interaction.table.table_id, question))
         stats = self._stats(table, num_rows, tokens, answer_cells, question.id)
+        return ConvertedExample(features=features, stats=stats)
+
+    def encoded_table(self, table: interaction_pb2.Table) -> EncodedTable:
+        """The table tokenised, numbered and ranked once (cached by content), for `convert_rows`.
+
+        Raises:
+          ConversionError: an empty or ragged table, or more columns than `max_column_id` allows.
+        """
+        return self._encoded_table(table)
+
+    def convert_rows(self, table: EncodedTable, question: interaction_pb2.Question, rows: Sequence[int],
+                     cap: int, prev_answer_coordinates: Coordinates = (),
+                     relations: Optional[np.ndarray] = None) -> ConvertedExample:
+        """One example of `question` over the header and the body rows `rows` of `table`: a window
+        of a table too big for one example (`EncodedTable.window_tokens`: the window's rows are
+        numbered 1.. in the example, but ranks and numbers are the whole table's).
+
+        Args:
+          table: from `encoded_table`.
+          rows: 0-based body rows of `table`, at most `max_row_id - 1`.
+          cap: tokens kept per cell.
+          prev_answer_coordinates: the previous answer's cells, (row, column) of `table`.
+          relations: `table.cell_relations(question)`, computed once for all the windows of a
+            question (computed here when None).
+
+        Raises:
+          ConversionError: QUESTION_TOO_LONG, TOO_MANY_ROWS, or SEQUENCE_TOO_LONG when the rows do
+            not fit in `max_seq_length` with the question.
+        """
+        if len(rows) >= self.config.max_row_id:
+            raise ConversionError(Reason.TOO_MANY_ROWS,
+                                  f"{len(rows)} rows; at most {self.config.max_row_id - 1} fit in one example")
+        question_ids = self._question_token_ids(question)
+        tokens = table.window_tokens(rows, cap)
+        length = len(question_ids) + len(tokens.input_ids)
+        if length > self.config.max_seq_length:
+            raise ConversionError(Reason.SEQUENCE_TOO_LONG,
+                                  f"{len(rows)} rows need {length} tokens with the question; "
+                                  f"max_seq_length is {self.config.max_seq_length}")
+        features = self._assemble(question_ids, tokens)
+        cell_index = features.pop("_cell_index")
+        features["label_ids"] = _cell_labels(_coordinates(question.answer), table, cell_index)
+        features["prev_label_ids"] = _cell_labels(prev_answer_coordinates, table, cell_index)
+        by_cell = table.cell_relations(question) if relations is None else relations
+        features["numeric_relations"] = _relations_of(by_cell, cell_index)
+        features.update(self._answer_features(table.table.table_id, question))
+        stats = {STAT_ROWS_DROPPED: 0, STAT_CELLS_TRIMMED: tokens.num_trimmed_cells,
+                 STAT_RANKS_CLAMPED: tokens.num_clamped_rank_cells, STAT_ANSWER_CELLS_DROPPED: 0}
         return ConvertedExample(features=features, stats=stats)
 
     def convert_interaction(self, interaction: interaction_pb2.Interaction
@@ -195,7 +243,7 @@ class ExampleConverter:
             "_cell_index": join(np.full(q, -1), tokens.cell_index, -1),
         }
 
-    def _answer_features(self, interaction, question) -> Dict[str, object]:
+    def _answer_features(self, table_id: str, question) -> Dict[str, object]:
         answer = question.answer
         return {
             "answer": np.asarray([answer.float_value if answer.HasField("float_value") else math.nan],
@@ -203,8 +251,8 @@ class ExampleConverter:
             "aggregation_function_id": np.asarray([answer.aggregation_function], np.int64),
             "classification_class_index": np.asarray([answer.class_index], np.int64),
             "question_id": question.id,
-            "table_id": interaction.table.table_id,
-            "table_id_hash": np.asarray([table_id_hash(interaction.table.table_id)], np.int64),
+            "table_id": table_id,
+            "table_id_hash": np.asarray([table_id_hash(table_id)], np.int64),
         }
 
     def _stats(self, table: EncodedTable, num_rows: int, tokens: TableTokens,
@@ -243,7 +291,11 @@ def _cell_labels(coordinates: Coordinates, table: EncodedTable, cell_index: np.n
 def _relations(question: interaction_pb2.Question, table: EncodedTable,
                cell_index: np.ndarray) -> np.ndarray:
     """<int64>[max_seq_length]: numeric relation bits of each body token's cell."""
-    by_cell = table.cell_relations(question)
+    return _relations_of(table.cell_relations(question), cell_index)
+
+
+def _relations_of(by_cell: np.ndarray, cell_index: np.ndarray) -> np.ndarray:
+    """<int64>[max_seq_length]: `by_cell` (<int64>[num_rows * num_columns]) on each body token."""
     body = cell_index >= 0
     relations = np.zeros(len(cell_index), np.int64)
     relations[body] = by_cell[cell_index[body]]

@@ -11,7 +11,8 @@ plus the first `n` body rows under cap `k`.
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+import functools
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -73,14 +74,22 @@ class EncodedTable:
             [len(c.ids) for c in self.header] + [len(c.ids) for row in self.rows for c in row])
         self.numeric_values = _float_values(table)
         self.ranks, self.inv_ranks = _column_ranks(table)
-        self.cost = self._cost_matrix()
         self._fitted: Dict[Tuple[int, int], TableTokens] = {}
 
     # --- fitting --------------------------------------------------------------
 
-    def _cost_matrix(self) -> np.ndarray:
-        """<int64>[num_rows + 1, max_cap]: tokens of header + first n rows per cap."""
-        caps = np.arange(1, self.max_cell_length + 1)
+    @property
+    def _max_cap(self) -> int:
+        """The largest cap worth trying: a cell's pieces beyond the sequence never fit anyway."""
+        return max(1, min(self.max_cell_length, self.config.max_seq_length))
+
+    @functools.cached_property
+    def cost(self) -> np.ndarray:
+        """<int64>[num_rows + 1, max_cap]: tokens of header + first n rows per cap.
+
+        Built on first use: a table read in windows (`row_lengths`) never needs it, and for a big
+        table with one long cell it would be num_rows x that cell's length."""
+        caps = np.arange(1, self._max_cap + 1)
         per_row = np.zeros((self.num_rows + 1, len(caps)), np.int64)
         for r, row in enumerate([self.header] + self.rows):
             for cell in row:
@@ -101,7 +110,7 @@ class EncodedTable:
                     Reason.TOO_MANY_ROWS,
                     f"{num_rows} rows; at most {config.max_row_id - 1} fit (drop_rows_to_fit is off)")
             num_rows = config.max_row_id - 1
-        max_cap = self.max_cell_length
+        max_cap = self._max_cap
         if config.cell_trim_length > 0:
             max_cap = min(max_cap, config.cell_trim_length)
         while True:
@@ -126,22 +135,55 @@ class EncodedTable:
     def tokens(self, num_rows: int, cap: int) -> TableTokens:
         key = (num_rows, cap)
         if key not in self._fitted:
-            self._fitted[key] = self._build_tokens(num_rows, cap)
+            self._fitted[key] = self.window_tokens(range(num_rows), cap)
         return self._fitted[key]
 
-    def _build_tokens(self, num_rows: int, cap: int) -> TableTokens:
+    # --- windows of rows ------------------------------------------------------------
+
+    def header_length(self, cap: int, columns: Optional[Sequence[int]] = None) -> int:
+        """Tokens of the header row under a cap of `cap` tokens per cell (of `columns` only, if given)."""
+        cells = self.header if columns is None else [self.header[c] for c in columns]
+        return sum(cell.trimmed_length(cap) for cell in cells)
+
+    def row_lengths(self, cap: int, columns: Optional[Sequence[int]] = None) -> np.ndarray:
+        """<int64>[num_rows]: tokens of each body row under a cap of `cap` tokens per cell (of
+        `columns` only, if given)."""
+        lengths = self._cell_lengths if columns is None else self._cell_lengths[:, list(columns)]
+        lengths = lengths.copy()
+        for r, c in zip(*np.nonzero(lengths > cap)):  # Few cells are longer than a cap.
+            column = c if columns is None else columns[c]
+            lengths[r, c] = self.rows[r][column].trimmed_length(cap)
+        return lengths.sum(axis=1)
+
+    def cells_longer_than(self, cap: int) -> int:
+        """How many body cells have more than `cap` word pieces (cut under that cap)."""
+        return int((self._cell_lengths > cap).sum())
+
+    @functools.cached_property
+    def _cell_lengths(self) -> np.ndarray:
+        """<int64>[num_rows, num_columns]: word pieces of each body cell, untrimmed."""
+        return np.asarray([[len(cell.ids) for cell in row] for row in self.rows], np.int64).reshape(
+            self.num_rows, self.num_columns)
+
+    def window_tokens(self, rows: Sequence[int], cap: int) -> TableTokens:
+        """The token part of an example of the header and the body rows `rows` (0-based, any order
+        and subset), under a cap of `cap` tokens per cell.
+
+        The window's rows get row ids 1..len(rows); numbers and ranks are the whole table's, so a
+        column's largest value has rank 1 in whichever window holds it; `cell_index` is the whole
+        table's flat index (row * num_columns + column)."""
         cols: Dict[str, list] = {k: [] for k in (
             "ids", "col", "row", "value", "scale", "rank", "inv", "cell")}
         trimmed = clamped = 0
         max_rank = self.config.max_rank
-        for r, row in enumerate([self.header] + self.rows[:num_rows]):
+        for r, (source, row) in enumerate([(-1, self.header)] + [(int(i), self.rows[i]) for i in rows]):
             for c, cell in enumerate(row):
                 n = cell.trimmed_length(cap)
                 trimmed += n < len(cell.ids)
                 body = r > 0
-                value = self.numeric_values[r - 1, c] if body else np.nan
-                rank = self.ranks[r - 1, c] if body else 0
-                inv = self.inv_ranks[r - 1, c] if body else 0
+                value = self.numeric_values[source, c] if body else np.nan
+                rank = self.ranks[source, c] if body else 0
+                inv = self.inv_ranks[source, c] if body else 0
                 if rank > max_rank or inv > max_rank:
                     clamped += 1
                 cols["ids"].extend(cell.ids[:n])
@@ -151,7 +193,7 @@ class EncodedTable:
                 cols["scale"].extend([float(n) if n > 1 else 1.0] * n)
                 cols["rank"].extend([min(rank, max_rank)] * n)
                 cols["inv"].extend([min(inv, max_rank)] * n)
-                cols["cell"].extend([(r - 1) * self.num_columns + c if body else -1] * n)
+                cols["cell"].extend([source * self.num_columns + c if body else -1] * n)
         return TableTokens(
             input_ids=np.asarray(cols["ids"], np.int64),
             column_ids=np.asarray(cols["col"], np.int64),

@@ -194,11 +194,13 @@ class TableEncoder:
     # --- questions ------------------------------------------------------------------------------
 
     def encode(self, prepared: PreparedTable, question: str,
-               previous_answer: Optional[Coordinates] = None) -> EncodedQuestion:
+               previous_answer: Optional[Coordinates] = None, prune: Optional[bool] = None) -> EncodedQuestion:
         """Features of one question; `previous_answer` cells (user's coordinates) feed prev_label_ids.
+        `prune` None: the encoder's own setting.
 
         Raises:
-          AskError: an empty or too long question, or a table that does not fit with `prune` off.
+          TableTooBig (an AskError): a table that does not fit with pruning off.
+          AskError: an empty or too long question.
         """
         if not isinstance(question, str) or not question.strip():
             raise AskError("the question is empty")
@@ -206,7 +208,7 @@ class TableEncoder:
         proto_question = interaction.questions.add(id="ask_0", original_text=question.strip())
         number_annotation.add_numeric_values_to_question(proto_question)
         previous = [tuple(int(x) for x in c) for c in (previous_answer or ())]
-        pruned, example = self._fit(prepared.table, interaction, previous)
+        pruned, example = self._fit(prepared.table, interaction, previous, self.prune if prune is None else prune)
         features = example.features
         real_length = int(np.sum(features["input_mask"]))
         length = bucket_length(real_length, self.buckets)
@@ -216,15 +218,15 @@ class TableEncoder:
                                follow_up=bool(previous))
 
     def _fit(self, table: interaction_pb2.Table, interaction: interaction_pb2.Interaction,
-             previous: Coordinates):
+             previous: Coordinates, prune: bool):
         """(the table the model sees, its converted example), pruning as needed and allowed."""
         question = interaction.questions[0].original_text
         rows, columns = len(table.rows), len(table.columns)
         max_rows, max_columns = self.max_table_shape
-        if (rows > max_rows or columns > max_columns) and not self.prune:
-            raise AskError(f"the table has {rows} rows and {columns} columns; the model holds at most "
-                           f"{max_rows} rows and {max_columns} columns; ask with pruning on (prune=True, "
-                           "--prune) or pass a smaller table")
+        if (rows > max_rows or columns > max_columns) and not prune:
+            raise TableTooBig(f"the table has {rows} rows and {columns} columns; the model holds at most "
+                           f"{max_rows} rows and {max_columns} columns; read it in windows (windows=True, --windows), "
+                           "ask with pruning on (prune=True, --prune) or pass a smaller table")
         kept_columns = pruning.choose_columns(table, question, max_columns)
         keep = min(rows, max_rows)
         # Rows are ranked only when some must go: a table that fits keeps them all, in order, and
@@ -233,8 +235,8 @@ class TableEncoder:
         attempt = self._try(table, interaction, ranked[:keep], kept_columns, previous)
         if not isinstance(attempt, ConversionError):
             return attempt
-        if attempt.reason not in _TOO_BIG or not self.prune:
-            raise _ask_error(attempt, self.prune)
+        if attempt.reason not in _TOO_BIG or not prune:
+            raise _ask_error(attempt, prune)
         if rows <= max_rows:
             ranked = pruning.rank_rows(table, question, kept_columns)
         return self._largest_fit(table, interaction, ranked[:keep], kept_columns, previous, attempt)
@@ -315,8 +317,14 @@ def _table_diagnostics(names: Tuple[str, ...]) -> Tuple[str, ...]:
     return tuple(notes)
 
 
+class TableTooBig(AskError):
+    """The table does not fit one example and pruning is off: read it in windows, or prune it."""
+
+
 def _ask_error(error: ConversionError, prune: bool) -> AskError:
     if error.reason == Reason.QUESTION_TOO_LONG:
         return AskError(f"the question is too long: {error.detail}; shorten it")
-    hint = "" if prune else "; ask with pruning on (prune=True, --prune) to keep the most related rows"
-    return AskError(f"the table does not fit the model: {error.detail}{hint}")
+    hint = "" if prune else ("; read it in windows (windows=True, --windows) or ask with pruning on (prune=True, "
+                             "--prune) to keep the most related rows")
+    kind = TableTooBig if error.reason in _TOO_BIG else AskError
+    return kind(f"the table does not fit the model: {error.detail}{hint}")

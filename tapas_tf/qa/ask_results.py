@@ -33,6 +33,48 @@ class SelectedCell:
 
 
 @dataclasses.dataclass(frozen=True)
+class TableReading:
+    """How an answer over a table too big for one example was made (`window_reading`).
+
+    Attributes:
+      rows_read, total_rows: the body rows read (all, unless a limit stopped it) and the table's.
+      windows_read, windows: the windows asked and planned.
+      columns: the names of the kept columns.
+      total_columns: the table's columns.
+      windows_with_cells: the windows in which the model selected a cell.
+      second_pass_rows: the rows asked again to settle a lookup or superlative (0: no second pass).
+      limit: the limit that stopped the reading ("max_rows" or "time_budget"), or None.
+    """
+
+    rows_read: int
+    total_rows: int
+    windows_read: int
+    windows: int
+    columns: Tuple[str, ...]
+    total_columns: int
+    windows_with_cells: int
+    second_pass_rows: int = 0
+    limit: Optional[str] = None
+
+    def sentence(self) -> str:
+        """How the answer was made, in one sentence."""
+        if self.rows_read == self.total_rows:
+            text = f"Read all {self.total_rows:,} rows in {self.windows_read:,} windows"
+        else:
+            text = (f"Read {self.rows_read:,} of the table's {self.total_rows:,} rows in {self.windows_read:,} "
+                    "windows")
+        text += (f" with {len(self.columns)} of {self.total_columns:,} columns" if len(self.columns) < self.total_columns
+                 else f" with all {self.total_columns:,} columns")
+        text += f"; cells were selected in {self.windows_with_cells:,} of them"
+        if self.second_pass_rows:
+            text += f", and their {self.second_pass_rows} candidate rows were asked again to choose between them"
+        return text + "."
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"columns": list(self.columns)}
+
+
+@dataclasses.dataclass(frozen=True)
 class AskResult:
     """The answer to one question.
 
@@ -58,6 +100,8 @@ class AskResult:
         flagged), True above it; None for an uncalibrated model (its raw score flags nothing).
       calibrated: whether `confidence` comes from a fitted calibration.
       follow_up: the question was read as a follow-up (it saw an earlier answer's cells).
+      reading: how an answer over a table too big for one example was made (its windows); None
+        when the model read the table in one example.
     """
 
     question: str
@@ -77,6 +121,7 @@ class AskResult:
     sure: Optional[bool] = None
     calibrated: bool = False
     follow_up: bool = False
+    reading: Optional[TableReading] = None
 
     @property
     def coordinates(self) -> Tuple[Coordinate, ...]:
@@ -125,6 +170,7 @@ class AskResult:
             "sure": self.sure,
             "calibrated": self.calibrated,
             "follow_up": self.follow_up,
+            "reading": None if self.reading is None else self.reading.to_dict(),
         }
 
 

@@ -57,7 +57,9 @@ def render_text(table: interaction_pb2.Table, result: AskResult, max_rows: int =
     if result.model:
         answer.append(f"   answered by: {result.model}")
     if result.operator in ("SUM", "AVERAGE") and result.numbers:
-        answer.append("   numbers used: " + ", ".join(format_number(n) for n in result.numbers))
+        shown_numbers = ", ".join(format_number(n) for n in result.numbers[:20])
+        more = len(result.numbers) - 20
+        answer.append(f"   numbers used: {shown_numbers}" + (f", … and {more:,} more" if more > 0 else ""))
     if result.confidence is not None:
         answer.append(f"   confidence: {result.confidence:.2f}"
                       + ("" if result.calibrated else " (uncalibrated)")

@@ -23,9 +23,12 @@ conversation model pairs with the bundled aggregation model when the installatio
 (`checkpoints.bundled`). Every result names the model that answered (`AskResult.model`).
 
 The model stays loaded and warm. Each question runs at the smallest sequence bucket that holds it
-(32 ... 512 tokens), with one compiled function per bucket. Tables bigger than the model holds
-are pruned to the rows and columns most related to the question (`prune=True`, the default) and
-the result's `diagnostics` say so; see `ask_encoding` for the limits.
+(32 ... 512 tokens), with one compiled function per bucket. A table bigger than one example holds
+is read whole, in windows of rows (`windows=True`, the default; `window_encoding`,
+`window_reading`): COUNT, SUM and AVERAGE cover every row, and `AskResult.reading` says how the
+answer was made. `max_rows` reads only the first rows, `time_budget` stops reading after that many
+seconds, and the answer says when either did. With `windows=False` such a table is pruned to the
+rows and columns most related to the question (`prune=True`) or refused; see `ask_encoding`.
 
 Two backends run the model, and everything else (encoding, batching, decoding, executing
 SUM/AVERAGE/COUNT) is this module's, whichever runs it (`BACKENDS`):
@@ -58,6 +61,7 @@ from tapas_tf.qa.ask_encoding import (
     EncodedQuestion,
     PreparedTable,
     TableEncoder,
+    TableTooBig,
     bucket_batches,
 )
 from tapas_tf.qa.ask_results import AskResult, decode_answer
@@ -67,8 +71,11 @@ from tapas_tf.qa.pruning import PrunedTable
 from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.runners import load_runner
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
+from tapas_tf.qa.window_encoding import WindowedQuestion, encode_windows
+from tapas_tf.qa.window_reading import WindowReader
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
+Encoded = Union[EncodedQuestion, WindowedQuestion]
 
 
 class TableQA:
@@ -90,6 +97,10 @@ class TableQA:
       calibration: maps an answer's features to the probability that it is right
         (`confidence.Calibration`; `from_model_dir` reads the directory's calibration.json); None:
         the raw score, marked uncalibrated.
+      windows: read a table too big for one example in windows of rows (True), or prune or refuse it
+        as the encoder's `prune` says (False).
+      max_rows: read at most this many body rows of a table read in windows (None: all).
+      time_budget: stop reading a table's windows after this many seconds (None: no limit).
 
     Every answer carries a confidence and, where its computation may not be what the question asks
     (a total answered with COUNT, a difference TAPAS cannot compute, a count asked as a follow-up,
@@ -98,7 +109,13 @@ class TableQA:
 
     def __init__(self, runner, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), name: str = "model",
                  aggregation_model: Union[None, "TableQA", Callable[[], "TableQA"]] = None,
-                 calibration: Optional[Calibration] = None):
+                 calibration: Optional[Calibration] = None, windows: bool = True, max_rows: Optional[int] = None,
+                 time_budget: Optional[float] = None):
+        if max_rows is not None and max_rows < 1:
+            raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        if time_budget is not None and time_budget <= 0:
+            raise ValueError(f"time_budget must be positive seconds, got {time_budget}")
+        self.windows, self.max_rows, self.time_budget = windows, max_rows, time_budget
         self.runner = runner
         self.calibration = calibration
         self.encoder = encoder
@@ -152,7 +169,9 @@ class TableQA:
                        vocab_file: Optional[str] = None, prune: bool = True, max_seq_length: Optional[int] = None,
                        backend: str = "auto", jit_compile: bool = False, precision: str = "float32",
                        name: Optional[str] = None, rule: Optional[DecodingRule] = None,
-                       aggregation_model_dir: Optional[str] = None, **decoding) -> "TableQA":
+                       aggregation_model_dir: Optional[str] = None, windows: bool = True,
+                       max_rows: Optional[int] = None, time_budget: Optional[float] = None,
+                       **decoding) -> "TableQA":
         """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
         without one, the bundled models (`tapas_tf.checkpoints.bundled`).
 
@@ -160,6 +179,9 @@ class TableQA:
         read like counting or arithmetic and do not follow up a previous answer (the module
         docstring); it loads, with the same options, when the first such question comes. Without
         `model_dir` it defaults to the bundled aggregation model; "" (or "none") turns it off.
+
+        `windows`, `max_rows` and `time_budget`: how a table too big for one example is read (the
+        class docstring).
 
         `backend` is "auto", "lite" or "tensorflow" (the module docstring). The TensorFlow-only
         options: `jit_compile` compiles each bucket's function with XLA (pays at short buckets;
@@ -194,12 +216,14 @@ class TableQA:
             aggregation_model = _aggregation_loader(
                 aggregation_model_dir, dict(vocab_file=vocab_file, prune=prune, max_seq_length=max_seq_length,
                                             backend=backend, jit_compile=jit_compile, precision=precision,
-                                            rule=rule, aggregation_model_dir="", **decoding))
+                                            rule=rule, aggregation_model_dir="", windows=windows,
+                                            max_rows=max_rows, time_budget=time_budget, **decoding))
         runner, config = load_runner(model_dir, checkpoint, backend, jit_compile, precision)
         rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
         encoder = TableEncoder.for_model_dir(model_dir, config, vocab_file, prune=prune,
                                              max_seq_length=max_seq_length)
-        return cls(runner, encoder, rule, name, aggregation_model, Calibration.load(model_dir))
+        return cls(runner, encoder, rule, name, aggregation_model, Calibration.load(model_dir), windows=windows,
+                   max_rows=max_rows, time_budget=time_budget)
 
     @classmethod
     def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
@@ -242,26 +266,38 @@ class TableQA:
         """A conversation about one table, in which each question sees the previous answer."""
         return Conversation(self, self.encoder.prepare(table))
 
-    def encode(self, prepared: PreparedTable, question: str,
-               previous_answer: PreviousAnswer = None) -> EncodedQuestion:
+    def encode(self, prepared: PreparedTable, question: str, previous_answer: PreviousAnswer = None) -> Encoded:
         """Features of one question for the model that answers it (the module docstring): a follow-up
         for this model (it needs the conversational model's previous-answer input, which the
         aggregation model was not trained with); a first question for both models of a calibrated
-        pair (`alternative`), else by its words.
+        pair (`alternative`), else by its words. A table too big for one example is encoded as its
+        windows (`WindowedQuestion`) when `windows` is on.
 
         Raises:
           AskError: as `TableEncoder.encode`.
         """
         previous = _previous_cells(previous_answer)
         if self._aggregation_model is None or previous:
-            return self.encoder.encode(prepared, question, previous)
+            return self._encode_here(prepared, question, previous)
         both = self.routes_by_confidence
         if not both and not aggregation_cue(question):
-            return self.encoder.encode(prepared, question)
-        other = dataclasses.replace(self.aggregation_model.encoder.encode(prepared, question),
+            return self._encode_here(prepared, question)
+        other = dataclasses.replace(self.aggregation_model._encode_here(prepared, question),  # pylint: disable=protected-access
                                     for_aggregation_model=True)
-        return (dataclasses.replace(self.encoder.encode(prepared, question), alternative=other)
+        return (dataclasses.replace(self._encode_here(prepared, question), alternative=other)
                 if both else other)
+
+    def _encode_here(self, prepared: PreparedTable, question: str,
+                     previous: Optional[Sequence[Tuple[int, int]]] = None) -> Encoded:
+        """This model's encoding: one example when the table fits it, else its windows (`windows`)."""
+        if not self.windows:
+            return self.encoder.encode(prepared, question, previous)
+        if self.max_rows is None or len(prepared.table.rows) <= self.max_rows:
+            try:
+                return self.encoder.encode(prepared, question, previous, prune=False)
+            except TableTooBig:
+                pass
+        return encode_windows(self.encoder, prepared, question, previous or (), self.max_rows)
 
     @property
     def routes_by_confidence(self) -> bool:
@@ -272,7 +308,7 @@ class TableQA:
             return False
         return bool(other.calibrated) if callable(other) else other.calibration is not None
 
-    def answer_encoded(self, encoded: Sequence[EncodedQuestion]) -> List[AskResult]:
+    def answer_encoded(self, encoded: Sequence[Encoded]) -> List[AskResult]:
         """Answers questions already encoded (`encode`), about any tables, batched by bucket:
         how a server answers the questions of concurrent requests together (`batching`)."""
         return self._run(encoded)
@@ -296,9 +332,37 @@ class TableQA:
             self.aggregation_model.warm_up()
         return lengths
 
-    def _run(self, encoded: Sequence[EncodedQuestion], batch_size: int = 16) -> List[AskResult]:
-        """Results in order: the questions encoded for the aggregation model are its to answer; of a
-        question encoded for both (`alternative`), the answer with the higher confidence is kept."""
+    def _run(self, encoded: Sequence[Encoded], batch_size: int = 16) -> List[AskResult]:
+        """Results in order: questions in one example batched by bucket (`_run_examples`), those over
+        windows one by one (`_answer_windowed`)."""
+        results: List[Optional[AskResult]] = [None] * len(encoded)
+        examples = [i for i, item in enumerate(encoded) if not isinstance(item, WindowedQuestion)]
+        for index, result in zip(examples, self._run_examples([encoded[i] for i in examples], batch_size)):
+            results[index] = result
+        for index, item in enumerate(encoded):
+            if isinstance(item, WindowedQuestion):
+                results[index] = self._answer_windowed(item)
+        return results  # type: ignore[return-value]
+
+    def _answer_windowed(self, item: WindowedQuestion) -> AskResult:
+        """The answer over a table's windows (`window_reading`), from the model it was encoded for;
+        of a question encoded for both models, the answer with the higher confidence."""
+        # pylint: disable=protected-access
+        if item.for_aggregation_model:
+            return self.aggregation_model._answer_windowed(dataclasses.replace(item, for_aggregation_model=False))
+        result = WindowReader(self.runner, self.rule, time_budget=self.time_budget).answer(item)
+        rows = sorted({cell.row for cell in result.cells})
+        found = total_rows([[cell.text for cell in item.table.table.rows[row].cells] for row in rows])
+        mine = self._finish(result, item.follow_up, {rows[i] for i in found})
+        if item.alternative is None:
+            return mine
+        theirs = self.aggregation_model._run([dataclasses.replace(item.alternative, for_aggregation_model=False)])[0]
+        return _chosen(theirs, mine) if theirs.confidence > mine.confidence else _chosen(mine, theirs)
+
+    def _run_examples(self, encoded: Sequence[EncodedQuestion], batch_size: int) -> List[AskResult]:
+        """Results of questions in one example each, in order: the questions encoded for the
+        aggregation model are its to answer; of a question encoded for both (`alternative`), the
+        answer with the higher confidence is kept."""
         theirs = [(i, item) for i, item in enumerate(encoded) if item.for_aggregation_model]
         theirs += [(i, item.alternative) for i, item in enumerate(encoded) if item.alternative is not None]
         if self._aggregation_model is None or not theirs:
@@ -326,13 +390,13 @@ class TableQA:
                 logits = outputs.get("aggregation_logits")
                 result = decode_answer(encoded[index], outputs["probabilities"][row],
                                        None if logits is None else logits[row], self.rule)
-                results[index] = self._finish(result, encoded[index])
+                results[index] = self._finish(result, encoded[index].follow_up,
+                                              _total_rows_among(result, encoded[index].pruned))
         return results
 
-    def _finish(self, result: AskResult, encoded: EncodedQuestion) -> AskResult:
-        """`result` with the model's name, its confidence, and notes where it may not be what was asked."""
-        follow_up = encoded.follow_up
-        totals = _total_rows_among(result, encoded.pruned)
+    def _finish(self, result: AskResult, follow_up: bool, totals: Set[int]) -> AskResult:
+        """`result` with the model's name, its confidence, and notes where it may not be what was asked
+        (`totals`: the rows of its cells that are the table's own total row)."""
         notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
         if self.calibration is None:
             # A raw score is not a probability of being right: shown, never used to flag an answer.

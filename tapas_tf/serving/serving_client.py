@@ -7,10 +7,12 @@
     ask_served("http://localhost:8501/v1/models/tapas", frame, "how many cities?", export_dir="export")
 
 Questions are encoded with the ask API's `TableEncoder` and answers decoded with its
-`decode_answer`, so a served model answers as `TableQA` does, with one difference: tables are
-pruned to the rows and columns the model's heads were configured for (`max_num_rows - 1` rows and
-`max_num_columns - 1` columns, 63 and 31 for released models), since the exported model keeps its
-configured segments, where TableQA widens them to 255.
+`decode_answer`, so a served model answers as `TableQA` does. A table bigger than one request's
+example is read in windows of rows, as `TableQA` reads it (`window_reading`): a loop on the client
+over the exported signature, one request per batch of windows, so counts and totals cover every
+row (`windows=False`: pruned instead). The served model keeps the segments its heads were
+configured for (`max_num_rows - 1` rows and `max_num_columns - 1` columns, 63 and 31 for released
+models), where TableQA widens them to 255: its windows hold at most that many rows.
 
 Requests use the `predict_features` signature in TF Serving's columnar format
 (`{"signature_name": ..., "inputs": {name: [[...], ...]}}`); `examples_request` builds one for
@@ -29,9 +31,11 @@ import numpy as np
 
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
-from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder
+from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder, TableTooBig
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.tables import TableLike
+from tapas_tf.qa.window_encoding import WindowedQuestion, encode_windows
+from tapas_tf.qa.window_reading import WindowReader
 
 PREDICT_FEATURES = "predict_features"
 SERVING_DEFAULT = "serving_default"
@@ -186,10 +190,13 @@ class ServingClient:
       timeout: seconds to wait for an answer.
       transport: sends a request; default `post_json` (tests pass a function that runs the
         SavedModel in process).
+      windows, max_rows, time_budget: how a table too big for one example is read (`TableQA`'s).
     """
 
     def __init__(self, url: str, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), timeout: float = 60.0,
-                 transport: Transport = post_json, **decoding):
+                 transport: Transport = post_json, windows: bool = True, max_rows: Optional[int] = None,
+                 time_budget: Optional[float] = None, **decoding):
+        self.windows, self.max_rows, self.time_budget = windows, max_rows, time_budget
         self.url = predict_url(url)
         self.encoder = encoder
         self.rule = rule.with_overrides(**decoding)
@@ -213,14 +220,47 @@ class ServingClient:
         """Answers one question; `previous_answer` (an AskResult or (row, column) pairs) as in SQA."""
         prepared = self.encoder.prepare(table)
         previous = previous_answer.coordinates if isinstance(previous_answer, AskResult) else previous_answer
-        return self._run([self.encoder.encode(prepared, question, previous)])[0]
+        return self._run([self._encode(prepared, question, previous)])[0]
 
     def answer_many(self, table: TableLike, questions: Sequence[str]) -> List[AskResult]:
-        """Answers independent questions about one table in one request."""
+        """Answers independent questions about one table: those in one example in one request."""
         prepared = self.encoder.prepare(table)
-        return self._run([self.encoder.encode(prepared, question) for question in questions])
+        return self._run([self._encode(prepared, question) for question in questions])
+
+    def _encode(self, prepared, question: str, previous=None):
+        if not self.windows:
+            return self.encoder.encode(prepared, question, previous)
+        if self.max_rows is None or len(prepared.table.rows) <= self.max_rows:
+            try:
+                return self.encoder.encode(prepared, question, previous, prune=False)
+            except TableTooBig:
+                pass
+        return encode_windows(self.encoder, prepared, question, previous or (), self.max_rows)
+
+    def run_model(self, length: int, rows: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+        """A `TableQA` runner over the served model: rows of features <int32>[length] -> probabilities
+        and, with an aggregation head, aggregation logits (one request)."""
+        outputs = self.predict(stack_features(rows))
+        result = {"probabilities": outputs["probabilities"]}
+        if "aggregation_probabilities" in outputs:
+            with np.errstate(divide="ignore"):  # log(0) = -inf: a softmax weight of 0.
+                result["aggregation_logits"] = np.log(outputs["aggregation_probabilities"])
+        return result
 
     def _run(self, encoded) -> List[AskResult]:
+        results: List[Optional[AskResult]] = [None] * len(encoded)
+        examples = [i for i, item in enumerate(encoded) if not isinstance(item, WindowedQuestion)]
+        for index, result in zip(examples, self._run_examples([encoded[i] for i in examples])):
+            results[index] = result
+        reader = WindowReader(self.run_model, self.rule, time_budget=self.time_budget)
+        for index, item in enumerate(encoded):
+            if isinstance(item, WindowedQuestion):
+                results[index] = reader.answer(item)
+        return results  # type: ignore[return-value]
+
+    def _run_examples(self, encoded) -> List[AskResult]:
+        if not encoded:
+            return []
         outputs = self.predict(stack_features([item.features for item in encoded]))
         results = []
         for row, item in enumerate(encoded):

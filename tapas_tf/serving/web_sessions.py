@@ -295,10 +295,14 @@ def table_view(session: Session, limits: WebLimits, result: Optional[AskResult] 
 
 
 def _size_notes(qa: TableQA, rows: int, columns: int) -> List[str]:
-    """A sentence saying that a big table will be pruned, before anyone asks."""
+    """A sentence saying how a big table will be read, before anyone asks."""
     max_rows, max_columns = qa.encoder.max_table_shape
     if rows <= max_rows and columns <= max_columns:
         return []
+    if qa.windows:
+        limit = f"; only its first {qa.max_rows:,} rows are read" if qa.max_rows and rows > qa.max_rows else ""
+        return [f"The table has {rows:,} rows and {columns:,} columns, more than the model reads at once: "
+                f"each question reads it in windows of rows, so counts and totals cover every row{limit}."]
     return [f"The table has {rows:,} rows and {columns:,} columns; the model reads at most {max_rows} rows "
             f"and {max_columns} columns at once, so each question sees the rows and columns most related "
             "to it (greyed cells were left out)."]

@@ -265,10 +265,10 @@ def test_stderr_is_quiet_by_default_and_v_shows_the_log_lines(tmp_path):
     big = tmp_path / "big.csv"
     big.write_text("city,population,note\n" + "".join(f"c{i},{13 * i},some longer text here\n"
                                                       for i in range(700)))
-    quiet = _ask(f"--table={big}", "which city has population 130?")
+    quiet = _ask(f"--table={big}", "--nowindows", "which city has population 130?")
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     assert quiet.stderr == "" and "The table was pruned to the " in quiet.stdout
-    loud = _ask(f"--table={big}", "-v", "0", "which city has population 130?")
+    loud = _ask(f"--table={big}", "--nowindows", "-v", "0", "which city has population 130?")
     assert "Pruned the table to " in loud.stderr and "Limit applied (cells_trimmed=" in loud.stderr
     api = subprocess.run([sys.executable, "-c", "from tapas_tf import TableQA; "
                           f"print(TableQA.from_model_dir().answer({str(big)!r}, 'which city?').summary)"],

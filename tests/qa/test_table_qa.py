@@ -137,7 +137,17 @@ def _big_frame(rows):
     return pd.DataFrame({"city": [f"town{i}" for i in range(rows)], "code": [str(i) for i in range(rows)]})
 
 
-def test_a_table_beyond_the_row_embeddings_is_pruned_visibly(qa):
+def test_a_table_beyond_the_row_embeddings_is_read_in_windows(qa):
+    frame = _big_frame(300)
+    frame.loc[250, "city"] = "paris"
+    result = qa.answer(frame, "what is the code of paris?")
+    assert result.reading.rows_read == 300 and result.reading.windows > 1
+    assert result.kept_rows == tuple(range(300))
+    assert any(note.startswith("Read all 300 rows in ") for note in result.diagnostics)
+
+
+def test_a_table_beyond_the_row_embeddings_is_pruned_visibly_without_windows(qa, monkeypatch):
+    monkeypatch.setattr(qa, "windows", False)
     frame = _big_frame(300)
     frame.loc[250, "city"] = "paris"
     result = qa.answer(frame, "what is the code of paris?")
@@ -154,19 +164,31 @@ def test_a_table_beyond_the_trained_rows_says_so(qa):
 
 
 def test_without_pruning_a_big_table_is_refused(random_model_dir):
-    strict = TableQA.from_model_dir(random_model_dir, prune=False)
+    strict = TableQA.from_model_dir(random_model_dir, prune=False, windows=False)
     with pytest.raises(AskError, match=r"300 rows .*\(prune=True"):
         strict.answer(_big_frame(300), "which town?")
     with pytest.raises(AskError, match="does not fit the model.*prune=True"):
         strict.answer(_big_frame(200), "which town?")
 
 
-def test_a_100000_row_csv_is_answered_with_pruning(qa, tmp_path):
+def test_a_100000_row_csv_is_answered_with_pruning(qa, tmp_path, monkeypatch):
+    monkeypatch.setattr(qa, "windows", False)
     path = tmp_path / "big.csv"
     _big_frame(100_000).to_csv(path, index=False)
     result = qa.answer(str(path), "what is the code of town99999?")
     assert 99_999 in result.kept_rows
     assert any("of 100000 rows" in note for note in result.diagnostics)
+
+
+def test_a_100000_row_csv_read_up_to_max_rows_says_so(qa, tmp_path, monkeypatch):
+    monkeypatch.setattr(qa, "max_rows", 2_000)
+    path = tmp_path / "big.csv"
+    _big_frame(100_000).to_csv(path, index=False)
+    result = qa.answer(str(path), "how many towns are there?")
+    assert result.reading.rows_read == 2_000 and result.reading.total_rows == 100_000
+    assert result.reading.limit == "max_rows"
+    assert any("Only the first 2,000 of the table's 100,000 rows were read" in n for n in result.diagnostics)
+    assert all(row < 2_000 for row, _ in result.coordinates)
 
 
 # --- bad input ---------------------------------------------------------------------------------

@@ -144,12 +144,27 @@ def test_answer_many_is_one_request(served):
     assert [r.coordinates for r in results] == [e.coordinates for e in expected]
 
 
-def test_ask_served_and_a_table_beyond_the_served_limits(served):
+def test_a_table_beyond_the_served_limits_is_read_in_windows_over_the_signature(served):
+    """The model's heads have max_num_rows=8 segments: windows of at most 7 body rows, one loop on the
+    client, every request within the served limits."""
+    big = pd.DataFrame([[f"city{i}", "france", str(i)] for i in range(12)], columns=HEADER)
+    requests = []
+
+    def transport(url, body, timeout):
+        requests.append(body)
+        return served["transport"](url, body, timeout)
+
+    result = serving_client.ask_served(URL, big, "which city?", export_dir=served["export_dir"], transport=transport)
+    assert result.reading.rows_read == 12 and result.reading.windows >= 2
+    assert max(max(row) for body in requests for row in body["inputs"]["row_ids"]) <= 7
+    assert all(0 <= r < 12 for r, _ in result.coordinates)
+
+
+def test_ask_served_without_windows_prunes_to_the_served_limits(served):
     big = pd.DataFrame([[f"city{i}", "france", str(i)] for i in range(12)], columns=HEADER)
     result = serving_client.ask_served(URL, big, "which city?", export_dir=served["export_dir"],
-                                       transport=served["transport"])
-    # The model's heads have max_num_rows=8 segments: the served encoder prunes to 7 body rows.
-    assert len(result.kept_rows) == 7
+                                       transport=served["transport"], windows=False)
+    assert len(result.kept_rows) == 7 and result.reading is None
     assert any("pruned" in note for note in result.diagnostics)
 
 

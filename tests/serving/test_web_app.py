@@ -186,8 +186,20 @@ def test_a_failure_inside_the_model_is_a_500_and_the_server_goes_on(client, qa, 
     assert _ask(client, session, "which city?").json()["answer"] == "paris, berlin, london"
 
 
-def test_a_big_table_says_it_will_be_pruned(client):
+def test_a_big_table_says_it_is_read_in_windows(client):
     # 300 rows: more than the 255 of the row embeddings, and far more tokens than the 256 positions.
+    rows = [[f"town{i}", f"land{i}", str(i)] for i in range(300)]
+    data = pd.DataFrame(rows, columns=HEADER).to_csv(index=False).encode()
+    table = _upload(client, data, "towns.csv").json()
+    assert any("300 rows" in note and "in windows of rows" in note for note in table["notes"]), table["notes"]
+    answer = _ask(client, table["session"], "which city?").json()
+    assert answer["reading"]["rows_read"] == 300 and answer["reading"]["windows"] > 1
+    assert any(note.startswith("Read all 300 rows in ") for note in answer["answer_notes"]), answer["answer_notes"]
+    assert 'class="pruned"' not in answer["table_html"]
+
+
+def test_a_big_table_says_it_will_be_pruned_without_windows(client, qa, monkeypatch):
+    monkeypatch.setattr(qa, "windows", False)
     rows = [[f"town{i}", f"land{i}", str(i)] for i in range(300)]
     data = pd.DataFrame(rows, columns=HEADER).to_csv(index=False).encode()
     table = _upload(client, data, "towns.csv").json()

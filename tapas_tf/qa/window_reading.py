@@ -1,0 +1,241 @@
+"""Asking a big table window by window, and one answer from all the windows (map, then reduce).
+
+    reader = WindowReader(runner, rule, time_budget=10.0)
+    result = reader.answer(windowed)        # an AskResult over every row read; result.reading says how
+
+The map: the windows (`window_encoding.WindowedQuestion`) go to the model in chunks of
+`CHUNK_WINDOWS`, each chunk in batches of one bucket length, so memory holds one chunk of
+features, never the table's. Of each window only its cells' probabilities that could matter
+(above `KEEP_PROBABILITY`), their sum, and its operator probabilities are kept.
+
+The reduce (`row_windows`): one operator for the question from the windows that selected a cell;
+then each window's cells under that operator (above the threshold, or for COUNT under the
+expected-count rule the window's expected count of its most probable cells); COUNT, SUM and
+AVERAGE computed exactly over every selected cell. A lookup or superlative whose cells come from
+several windows is asked once more over their rows together (a second pass; numbers keep the
+whole column's ranks), and that answer is the answer.
+
+Limits are explicit: a time budget stops the map after the chunk in which it ran out, and the
+answer says how many rows it covers (`TableReading.limit`).
+"""
+
+import math
+import time
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tapas_tf.inference import execution
+from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule, cell_probabilities
+from tapas_tf.qa import row_windows
+from tapas_tf.qa.ask_results import AskResult, SelectedCell, TableReading
+from tapas_tf.qa.question_hints import question_kind
+from tapas_tf.qa.window_encoding import WindowedQuestion
+
+Coordinate = Tuple[int, int]
+CHUNK_WINDOWS = 64
+# A cell less probable than this is neither selected nor the best cell left out of any answer worth
+# reporting; keeping only the others keeps a 100,000-row table's reduce small.
+KEEP_PROBABILITY = 0.02
+# Candidate rows of each window in a second pass, when all the selected rows do not fit one window.
+SECOND_PASS_PER_WINDOW = 3
+
+
+class _Window:
+    """What the map keeps of one window's answer (the user's coordinates)."""
+
+    __slots__ = ("rows", "probabilities", "total", "operators")
+
+    def __init__(self, rows: Tuple[int, ...], probabilities: Dict[Coordinate, float], total: float,
+                 operators: Dict[str, float]):
+        self.rows, self.probabilities, self.total, self.operators = rows, probabilities, total, operators
+
+    def cells(self, operator: str, rule: DecodingRule) -> Tuple[Coordinate, ...]:
+        """The window's selected cells under `operator` (the decoding rule's, without its fallback)."""
+        if operator == row_windows.COUNT and rule.expected_count:
+            count = int(math.floor(self.total + 0.5))
+            ranked = sorted(self.probabilities, key=lambda key: (-self.probabilities[key], key))
+            return tuple(sorted(ranked[:count]))
+        return tuple(sorted(c for c, p in self.probabilities.items() if p > rule.threshold))
+
+    def answer(self, operator: str, rule: DecodingRule) -> row_windows.WindowAnswer:
+        return row_windows.WindowAnswer(self.rows, self.cells(operator, rule), self.probabilities, self.operators)
+
+
+class WindowReader:
+    """Answers `WindowedQuestion`s with a model (see the module docstring).
+
+    Args:
+      runner: `runner(length, rows)` -> {"probabilities": <float32>[n, length], and with an aggregation
+        head "aggregation_logits": <float32>[n, num_agg]} (`TableQA.runner`).
+      rule: the decoding rule (threshold, fallback to the best cell, expected count).
+      batch_size: windows per model call.
+      time_budget: seconds for the map; None: no limit.
+      clock: seconds, monotonic (tests pass a fake).
+    """
+
+    def __init__(self, runner, rule: DecodingRule = DecodingRule(), batch_size: int = 16,
+                 time_budget: Optional[float] = None, clock: Callable[[], float] = time.monotonic):
+        if time_budget is not None and time_budget <= 0:
+            raise ValueError(f"time_budget must be positive seconds, got {time_budget}")
+        self.runner, self.rule, self.batch_size = runner, rule, batch_size
+        self.time_budget, self.clock = time_budget, clock
+
+    def answer(self, windowed: WindowedQuestion) -> AskResult:
+        """The answer over every window read (see the module docstring)."""
+        scored, lengths, limit = self._map(windowed)
+        first = [w.answer(row_windows.NONE, self.rule) for w in scored]  # Threshold cells: who votes.
+        operator, _ = row_windows.choose_operator(first)
+        answers = [w.answer(operator, self.rule) for w in scored]
+        combined = row_windows.combine(answers, lambda c: execution.cell_number(windowed.cell(*c)))
+        cells = combined.cells
+        probabilities: Dict[Coordinate, float] = {}
+        for window in scored:
+            probabilities.update(window.probabilities)
+        second_pass = 0
+        rows = self._second_pass_rows(windowed, combined, answers)
+        if rows:
+            cells, second_probabilities, length = self._second_pass(windowed, rows)
+            probabilities.update(second_probabilities)
+            second_pass = len(rows)
+            lengths.append(length)
+        if combined.operator == row_windows.NONE and not cells and self.rule.fallback_to_best_cell and probabilities:
+            cells = (max(probabilities, key=lambda key: (probabilities[key], -key[0], -key[1])),)
+        return self._result(windowed, combined, cells, probabilities, lengths, scored, limit, second_pass)
+
+    # --- map ------------------------------------------------------------------------------------
+
+    def _map(self, windowed: WindowedQuestion) -> Tuple[List[_Window], List[int], Optional[str]]:
+        started = self.clock()
+        scored: List[_Window] = []
+        lengths: List[int] = []
+        for start in range(0, len(windowed.windows), CHUNK_WINDOWS):
+            chunk = windowed.windows[start:start + CHUNK_WINDOWS]
+            features = [windowed.features(rows) for rows in chunk]
+            lengths.extend(len(f["input_ids"]) for f in features)
+            scored.extend(self._ask(windowed, chunk, features))
+            if (self.time_budget is not None and len(scored) < len(windowed.windows)
+                    and self.clock() - started > self.time_budget):
+                return scored, lengths, "time_budget"
+        return scored, lengths, "max_rows" if windowed.max_rows is not None else None
+
+    def _ask(self, windowed: WindowedQuestion, chunk: Sequence[Tuple[int, ...]],
+             features: Sequence[Mapping[str, np.ndarray]]) -> List[_Window]:
+        """The chunk's windows asked in batches of one length, in the chunk's order."""
+        out: List[Optional[_Window]] = [None] * len(chunk)
+        by_length: Dict[int, List[int]] = {}
+        for index, item in enumerate(features):
+            by_length.setdefault(len(item["input_ids"]), []).append(index)
+        for length, indices in by_length.items():
+            for begin in range(0, len(indices), self.batch_size):
+                batch = indices[begin:begin + self.batch_size]
+                outputs = self.runner(length, [features[i] for i in batch])
+                logits = outputs.get("aggregation_logits")
+                for row, index in enumerate(batch):
+                    out[index] = _scored(windowed, chunk[index], features[index], outputs["probabilities"][row],
+                                         None if logits is None else logits[row])
+        return out  # type: ignore[return-value]
+
+    # --- second pass ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _second_pass_rows(windowed: WindowedQuestion, combined: row_windows.CombinedAnswer,
+                          answers: Sequence[row_windows.WindowAnswer]) -> List[int]:
+        """The rows to ask again, or [] for none: a question that selects cells in several windows
+        and wants one answer among them. Counts, totals and averages answered with cells (a model
+        without an aggregation head) keep every window's cells; so does a lookup whose rows do not
+        all fit one example (a list, not a choice); a superlative or comparison keeps each window's
+        best candidates."""
+        kind = question_kind(windowed.question)
+        if kind in ("count", "sum", "average") or not row_windows.needs_second_pass(combined, answers):
+            return []
+        rows = sorted({cell[0] for answer in answers for cell in answer.cells})
+        if windowed.fits(rows):
+            return rows
+        if kind == "lookup":
+            return []
+        return _fitting(windowed, row_windows.second_pass_rows(answers, SECOND_PASS_PER_WINDOW), answers)
+
+    def _second_pass(self, windowed: WindowedQuestion, rows: Sequence[int]
+                     ) -> Tuple[Tuple[Coordinate, ...], Dict[Coordinate, float], int]:
+        """(cells, their probabilities, sequence length) of the question asked once more over `rows`."""
+        features = windowed.features(rows)
+        length = len(features["input_ids"])
+        outputs = self.runner(length, [features])
+        window = _scored(windowed, tuple(rows), features, outputs["probabilities"][0], None)
+        cells = window.cells(row_windows.NONE, self.rule)
+        if not cells and self.rule.fallback_to_best_cell and window.probabilities:
+            cells = (max(window.probabilities, key=window.probabilities.get),)
+        return cells, window.probabilities, length
+
+    # --- the answer -------------------------------------------------------------------------------
+
+    def _result(self, windowed: WindowedQuestion, combined: row_windows.CombinedAnswer,
+                cells: Sequence[Coordinate], probabilities: Mapping[Coordinate, float], lengths: Sequence[int],
+                scored: Sequence[_Window], limit: Optional[str], second_pass: int) -> AskResult:
+        operator = combined.operator
+        selected = tuple(_selected(windowed, row, column, probabilities.get((row, column), 0.0))
+                         for row, column in sorted(cells))
+        numbers = tuple(c.number for c in selected if c.number is not None)
+        value: Optional[float] = None
+        if operator == row_windows.COUNT:
+            value = float(len(selected))
+        elif operator == row_windows.SUM:
+            value = math.fsum(numbers)
+        elif operator == row_windows.AVERAGE:
+            value = math.fsum(numbers) / len(numbers) if numbers else math.nan
+        rows_read = sum(len(w.rows) for w in scored)
+        reading = TableReading(
+            rows_read=rows_read, total_rows=windowed.total_rows, windows_read=len(scored),
+            windows=len(windowed.windows), columns=tuple(windowed.column_name(c) for c in windowed.columns),
+            total_columns=windowed.total_columns, windows_with_cells=combined.windows_with_cells,
+            second_pass_rows=second_pass, limit=limit)
+        diagnostics = windowed.diagnostics + (reading.sentence(),)
+        if limit == "time_budget":
+            diagnostics += (f"The time budget of {self.time_budget:g} s ran out after {rows_read:,} of the "
+                            f"{windowed.rows_read:,} rows ({len(scored):,} of {len(windowed.windows):,} windows); "
+                            "a count, total or average covers only those rows.",)
+        return AskResult(
+            question=windowed.question, cells=selected, operator=operator,
+            operator_probabilities=dict(combined.operator_probabilities), value=value,
+            numbers=numbers if operator in (row_windows.SUM, row_windows.AVERAGE) else (),
+            cell_probabilities=dict(probabilities), kept_rows=tuple(range(rows_read)),
+            kept_columns=windowed.columns, diagnostics=diagnostics, sequence_length=max(lengths),
+            reading=reading)
+
+
+def _scored(windowed: WindowedQuestion, rows: Tuple[int, ...], features: Mapping[str, np.ndarray],
+            probabilities: np.ndarray, logits: Optional[np.ndarray]) -> _Window:
+    """One window's kept cell probabilities (the user's coordinates), their sum, its operators."""
+    length = len(features["input_ids"])
+    cells = cell_probabilities(np.asarray(probabilities)[:length], features["column_ids"], features["row_ids"],
+                               features["input_mask"])
+    total = math.fsum(cells.values())
+    kept = {(rows[r], windowed.columns[c]): float(p) for (r, c), p in cells.items() if p >= KEEP_PROBABILITY}
+    if not kept and cells:  # The best cell, for the fallback and the confidence.
+        (r, c), p = max(cells.items(), key=lambda item: item[1])
+        kept = {(rows[r], windowed.columns[c]): float(p)}
+    operators = {}
+    if logits is not None:
+        shifted = np.exp(np.asarray(logits, np.float64) - np.max(logits))
+        operators = dict(zip(AGGREGATION_NAMES, (shifted / shifted.sum()).tolist()))
+    return _Window(tuple(rows), kept, total, operators)
+
+
+def _fitting(windowed: WindowedQuestion, rows: Sequence[int], answers: Sequence[row_windows.WindowAnswer]) -> List[int]:
+    """The most probable of `rows` (by their best selected cell) that fit one example, in table order."""
+    best: Dict[int, float] = {}
+    for answer in answers:
+        for cell in answer.cells:
+            best[cell[0]] = max(best.get(cell[0], 0.0), answer.cell_probabilities.get(cell, 0.0))
+    chosen: List[int] = []
+    for row in sorted(rows, key=lambda r: (-best.get(r, 0.0), r)):
+        if windowed.fits(sorted(chosen + [row])):
+            chosen.append(row)
+    return sorted(chosen)
+
+
+def _selected(windowed: WindowedQuestion, row: int, column: int, probability: float) -> SelectedCell:
+    cell = windowed.cell(row, column)
+    return SelectedCell(row, column, windowed.column_name(column), cell.text, float(probability),
+                        execution.cell_number(cell))
