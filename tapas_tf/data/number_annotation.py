@@ -118,8 +118,13 @@ def add_numeric_table_values(
         for cell in cells:
             cell.ClearField("numeric_value")
     for column_index in range(len(table.columns)):
-        values_by_row = {row_index: number_parsing.cell_values(cells[column_index].text)
-                         for row_index, cells in enumerate(rows)}
+        parsed: dict = {}  # A text repeated down a column (a city, a status) is parsed once.
+        values_by_row = {}
+        for row_index, cells in enumerate(rows):
+            text = cells[column_index].text
+            if text not in parsed:
+                parsed[text] = number_parsing.cell_values(text)
+            values_by_row[row_index] = parsed[text]
         chosen = _consolidate(values_by_row, min_consolidation_fraction, _primitive_kind)
         for row_index, value in chosen.items():
             number_parsing.set_proto(rows[row_index][column_index].numeric_value, value)

@@ -74,6 +74,7 @@ class ExampleConverter:
         self._tables: "collections.OrderedDict[bytes, Union[EncodedTable, ConversionError]]" = (
             collections.OrderedDict())
         self._warned = set()
+        self._question_ids: Dict[str, list] = {}
 
     # --- public API ---------------------------------------------------------------
 
@@ -198,9 +199,15 @@ class ExampleConverter:
                 Reason.QUESTION_ID_TOO_LONG,
                 f"question id {question.id!r} is longer than {QUESTION_ID_INTS_LENGTH} characters")
         text = question.text or question.original_text
-        pieces = self.tokenizer.tokenize(text)
-        ids = ([self.tokenizer.cls_id] + list(self.tokenizer.convert_tokens_to_ids(pieces))
-               + [self.tokenizer.sep_id])
+        ids = self._question_ids.get(text)
+        if ids is None:  # The windows of a big table ask one question many times.
+            pieces = self.tokenizer.tokenize(text)
+            ids = ([self.tokenizer.cls_id] + list(self.tokenizer.convert_tokens_to_ids(pieces))
+                   + [self.tokenizer.sep_id])
+            if len(self._question_ids) >= _TABLE_CACHE_SIZE:
+                self._question_ids.pop(next(iter(self._question_ids)))
+            self._question_ids[text] = ids
+        pieces = ids[1:-1]
         # At least one table token per column must follow the question.
         if len(ids) >= self.config.max_seq_length:
             raise ConversionError(

@@ -75,6 +75,7 @@ class EncodedTable:
         self.numeric_values = _float_values(table)
         self.ranks, self.inv_ranks = _column_ranks(table)
         self._fitted: Dict[Tuple[int, int], TableTokens] = {}
+        self._flat: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     # --- fitting --------------------------------------------------------------
 
@@ -171,41 +172,56 @@ class EncodedTable:
 
         The window's rows get row ids 1..len(rows); numbers and ranks are the whole table's, so a
         column's largest value has rank 1 in whichever window holds it; `cell_index` is the whole
-        table's flat index (row * num_columns + column)."""
-        cols: Dict[str, list] = {k: [] for k in (
-            "ids", "col", "row", "value", "scale", "rank", "inv", "cell")}
-        trimmed = clamped = 0
+        table's flat index (row * num_columns + column). Array work only: the windows of a
+        100,000-row table are built from one flat copy of its pieces per cap (`_flat_pieces`)."""
         max_rank = self.config.max_rank
-        for r, (source, row) in enumerate([(-1, self.header)] + [(int(i), self.rows[i]) for i in rows]):
-            for c, cell in enumerate(row):
-                n = cell.trimmed_length(cap)
-                trimmed += n < len(cell.ids)
-                body = r > 0
-                value = self.numeric_values[source, c] if body else np.nan
-                rank = self.ranks[source, c] if body else 0
-                inv = self.inv_ranks[source, c] if body else 0
-                if rank > max_rank or inv > max_rank:
-                    clamped += 1
-                cols["ids"].extend(cell.ids[:n])
-                cols["col"].extend([c + 1] * n)
-                cols["row"].extend([r] * n)
-                cols["value"].extend([value] * n)
-                cols["scale"].extend([float(n) if n > 1 else 1.0] * n)
-                cols["rank"].extend([min(rank, max_rank)] * n)
-                cols["inv"].extend([min(inv, max_rank)] * n)
-                cols["cell"].extend([source * self.num_columns + c if body else -1] * n)
+        header_n = np.asarray([cell.trimmed_length(cap) for cell in self.header], np.int64)
+        header_ids = [i for cell, n in zip(self.header, header_n) for i in cell.ids[:n]]
+        rows = np.asarray(rows, np.int64).reshape(-1)
+        flat_ids, offsets, lengths = self._flat_pieces(cap)
+        cells = (rows[:, None] * self.num_columns + np.arange(self.num_columns)).reshape(-1)
+        n = lengths[cells]
+        # Positions in flat_ids of every token: each cell's offset, counted up through its length.
+        starts = np.repeat(offsets[cells] - (np.cumsum(n) - n), n)
+        body_ids = flat_ids[starts + np.arange(int(n.sum()))]
+        ranks, inv = self.ranks.reshape(-1)[cells], self.inv_ranks.reshape(-1)[cells]
+        columns = np.tile(np.arange(1, self.num_columns + 1), len(rows))
+        window_rows = np.repeat(np.arange(1, len(rows) + 1), self.num_columns)
+        header_columns = np.arange(1, self.num_columns + 1)
+        full = self._cell_lengths.reshape(-1)[cells]
+        header_full = np.asarray([len(cell.ids) for cell in self.header], np.int64)
+
+        def both(header_part, body_part, dtype):
+            return np.concatenate([np.repeat(header_part, header_n), np.repeat(body_part, n)]).astype(dtype)
+
         return TableTokens(
-            input_ids=np.asarray(cols["ids"], np.int64),
-            column_ids=np.asarray(cols["col"], np.int64),
-            row_ids=np.asarray(cols["row"], np.int64),
-            numeric_values=np.asarray(cols["value"], np.float32),
-            numeric_values_scale=np.asarray(cols["scale"], np.float32),
-            column_ranks=np.asarray(cols["rank"], np.int64),
-            inv_column_ranks=np.asarray(cols["inv"], np.int64),
-            cell_index=np.asarray(cols["cell"], np.int64),
-            num_trimmed_cells=trimmed,
-            num_clamped_rank_cells=clamped,
+            input_ids=np.concatenate([np.asarray(header_ids, np.int64), body_ids]).astype(np.int64),
+            column_ids=both(header_columns, columns, np.int64),
+            row_ids=both(np.zeros(self.num_columns), window_rows, np.int64),
+            numeric_values=both(np.full(self.num_columns, np.nan), self.numeric_values.reshape(-1)[cells],
+                                np.float32),
+            numeric_values_scale=both(np.where(header_n > 1, header_n, 1), np.where(n > 1, n, 1), np.float32),
+            column_ranks=both(np.zeros(self.num_columns), np.minimum(ranks, max_rank), np.int64),
+            inv_column_ranks=both(np.zeros(self.num_columns), np.minimum(inv, max_rank), np.int64),
+            cell_index=both(np.full(self.num_columns, -1), cells, np.int64),
+            num_trimmed_cells=int((header_n < header_full).sum() + (n < full).sum()),
+            num_clamped_rank_cells=int(((ranks > max_rank) | (inv > max_rank)).sum()),
         )
+
+    def _flat_pieces(self, cap: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(<int64>[pieces] every body cell's pieces under `cap`, row-major; <int64>[num_cells] where
+        each cell's start; <int64>[num_cells] how many it keeps), built once per cap."""
+        cached = self._flat.get(cap)
+        if cached is None:
+            cells = [cell for row in self.rows for cell in row]
+            lengths = np.asarray([cell.trimmed_length(cap) for cell in cells], np.int64)
+            pieces = [i for cell, n in zip(cells, lengths.tolist()) for i in cell.ids[:n]]
+            offsets = np.cumsum(lengths) - lengths
+            cached = (np.asarray(pieces, np.int64), offsets, lengths)
+            if len(self._flat) >= 4:
+                self._flat.pop(next(iter(self._flat)))
+            self._flat[cap] = cached
+        return cached
 
     # --- numeric relations --------------------------------------------------------
 
@@ -246,14 +262,18 @@ def _check_shape(table: interaction_pb2.Table) -> None:
 
 
 def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool) -> List[List[CellTokens]]:
-    """Header then body rows of CellTokens, with every cell tokenised in one batch."""
+    """Header then body rows of CellTokens, with every distinct cell text tokenised once, in one batch
+    (a big table repeats most of its texts: cities, statuses, small numbers); cells with the same
+    text share one CellTokens, which nothing changes."""
     header = ["" if strip_header else cell.text for cell in table.columns]
     texts = header + [cell.text for row in table.rows for cell in row.cells]
-    cells = []
-    for tokens in tokenizer.tokenize_cells(texts):
+    distinct = list(dict.fromkeys(texts))
+    by_text = {}
+    for text, tokens in zip(distinct, tokenizer.tokenize_cells(distinct)):
         ids = tokenizer.convert_tokens_to_ids(tokens)
         starts = [i for i, t in enumerate(tokens) if not t.startswith("##")] + [len(tokens)]
-        cells.append(CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64)))
+        by_text[text] = CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64))
+    cells = [by_text[text] for text in texts]
     width = len(table.columns)
     return [cells[i:i + width] for i in range(0, len(cells), width)]
 

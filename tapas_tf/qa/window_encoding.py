@@ -86,8 +86,9 @@ class WindowedQuestion:
         Raises:
           ConversionError: SEQUENCE_TOO_LONG or TOO_MANY_ROWS when the rows do not fit.
         """
-        example = self.encoder.converter.convert_rows(self.table, self.question_proto, rows, self.cap,
-                                                      self.previous, self.relations)
+        with self.encoder._lock:  # pylint: disable=protected-access  # The converter's caches.
+            example = self.encoder.converter.convert_rows(self.table, self.question_proto, rows, self.cap,
+                                                          self.previous, self.relations)
         features = example.features
         length = bucket_length(int(np.sum(features["input_mask"])), self.encoder.buckets)
         return {name: np.asarray(features[name][:length], np.int32) for name in MODEL_INPUT_FEATURES}
