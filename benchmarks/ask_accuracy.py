@@ -126,7 +126,10 @@ def _record(result, correct: bool, kind: str, task: str, question_id: str) -> di
 
 def wtq_correct(result, targets: List[str]) -> bool:
     """WTQ's denotation match: the selected cells, or the aggregated value when there is an operator."""
-    predicted = list(result.answers) if result.operator == "NONE" else result.value
+    if result.computed is not None:  # A difference, ratio, ... tapas-tf computed from the cells.
+        predicted = [result.computed.answer] if result.computed.value is None else result.computed.value
+    else:
+        predicted = list(result.answers) if result.operator == "NONE" else result.value
     return predicted is not None and denotation_matches(predicted, targets)
 
 

@@ -102,6 +102,9 @@ class AskResult:
       follow_up: the question was read as a follow-up (it saw an earlier answer's cells).
       reading: how an answer over a table too big for one example was made (its windows); None
         when the model read the table in one example.
+      computed: a difference, ratio, percentage, comparison or date span that tapas-tf computed from
+        the selected cells because the question asks for it (`arithmetic.Computed`); then it is
+        the answer (`answers`, `summary`). None otherwise.
     """
 
     question: str
@@ -122,6 +125,7 @@ class AskResult:
     calibrated: bool = False
     follow_up: bool = False
     reading: Optional[TableReading] = None
+    computed: Optional[object] = None
 
     @property
     def coordinates(self) -> Tuple[Coordinate, ...]:
@@ -129,7 +133,9 @@ class AskResult:
 
     @property
     def answers(self) -> Tuple[str, ...]:
-        """Cell texts for NONE, else the executed value as text."""
+        """The computed answer (`computed`), else cell texts for NONE, else the executed value as text."""
+        if self.computed is not None:
+            return (self.computed.answer,)
         if self.operator == "NONE":
             return tuple(cell.text for cell in self.cells)
         return (format_number(self.value),)
@@ -140,7 +146,9 @@ class AskResult:
 
     @property
     def summary(self) -> str:
-        """"Paris, Vienna", or "SUM of 3 cells = 4,812"."""
+        """"Paris, Vienna", "SUM of 3 cells = 4,812", or "6.6 m (computed: 113.6 m − 107 m = 6.6 m)"."""
+        if self.computed is not None:
+            return f"{self.computed.answer} (computed: {self.computed.expression})"
         if self.operator == "NONE":
             return _cells_in_words([cell.text for cell in self.cells]) if self.cells else "(no cell selected)"
         plural = "cell" if len(self.cells) == 1 else "cells"
@@ -171,6 +179,7 @@ class AskResult:
             "calibrated": self.calibrated,
             "follow_up": self.follow_up,
             "reading": None if self.reading is None else self.reading.to_dict(),
+            "computed": None if self.computed is None else self.computed.to_dict(),
         }
 
 

@@ -55,6 +55,7 @@ import pandas as pd
 from tapas_tf.checkpoints import model_dir as model_dir_lib
 from tapas_tf.checkpoints.bundled import BUNDLED_ROOT, bundled_aggregation_model_dir, bundled_model_dir
 from tapas_tf.inference.decoding import DecodingRule
+from tapas_tf.qa import arithmetic
 from tapas_tf.qa.answer_notes import CANNOT_AGGREGATE, answer_notes, total_rows
 from tapas_tf.qa.ask_encoding import (
     MODEL_INPUT_FEATURES,
@@ -353,7 +354,8 @@ class TableQA:
         result = WindowReader(self.runner, self.rule, time_budget=self.time_budget).answer(item)
         rows = sorted({cell.row for cell in result.cells})
         found = total_rows([[cell.text for cell in item.table.table.rows[row].cells] for row in rows])
-        mine = self._finish(result, item.follow_up, {rows[i] for i in found})
+        mine = self._finish(result, item.follow_up, {rows[i] for i in found},
+                            lambda row: [cell.text for cell in item.table.table.rows[row].cells])
         if item.alternative is None:
             return mine
         theirs = self.aggregation_model._run([dataclasses.replace(item.alternative, for_aggregation_model=False)])[0]
@@ -391,13 +393,22 @@ class TableQA:
                 result = decode_answer(encoded[index], outputs["probabilities"][row],
                                        None if logits is None else logits[row], self.rule)
                 results[index] = self._finish(result, encoded[index].follow_up,
-                                              _total_rows_among(result, encoded[index].pruned))
+                                              _total_rows_among(result, encoded[index].pruned),
+                                              _row_texts(encoded[index].pruned))
         return results
 
-    def _finish(self, result: AskResult, follow_up: bool, totals: Set[int]) -> AskResult:
-        """`result` with the model's name, its confidence, and notes where it may not be what was asked
-        (`totals`: the rows of its cells that are the table's own total row)."""
-        notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
+    def _finish(self, result: AskResult, follow_up: bool, totals: Set[int],
+                row_texts: arithmetic.RowTexts) -> AskResult:
+        """`result` with the model's name, its confidence, what tapas-tf computes from its cells when
+        the question asks for arithmetic (`arithmetic`), and notes where it may not be what was asked
+        (`totals`: the rows of its cells that are the table's own total row; `row_texts`: a row's
+        cell texts, the user's row index)."""
+        computed = arithmetic.compute(result.question, result.cells, row_texts)
+        if computed is not None:
+            result = dataclasses.replace(result, computed=computed)
+            notes: Tuple[str, ...] = (computed.note(),)
+        else:
+            notes = answer_notes(result, self.runner.has_aggregation_head, follow_up, totals)
         if self.calibration is None:
             # A raw score is not a probability of being right: shown, never used to flag an answer.
             confidence, sure = raw_confidence(result), None
@@ -423,6 +434,12 @@ def _total_rows_among(result: AskResult, pruned: PrunedTable) -> Set[int]:
     rows = sorted({cell.row for cell in result.cells if cell.row in kept})
     found = total_rows([[cell.text for cell in pruned.table.rows[kept[row]].cells] for row in rows])
     return {rows[i] for i in found}
+
+
+def _row_texts(pruned: PrunedTable) -> arithmetic.RowTexts:
+    """A row's cell texts (the user's row index; a row the model did not see has none)."""
+    kept = {row: index for index, row in enumerate(pruned.rows)}
+    return lambda row: [cell.text for cell in pruned.table.rows[kept[row]].cells] if row in kept else []
 
 
 def _chosen(result: AskResult, other: Optional[AskResult]) -> AskResult:

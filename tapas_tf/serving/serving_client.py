@@ -31,6 +31,7 @@ import numpy as np
 
 from tapas_tf.features.vocab import resolve_vocab_file
 from tapas_tf.inference.decoding import DecodingRule
+from tapas_tf.qa import arithmetic
 from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder, TableTooBig
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.tables import TableLike
@@ -255,7 +256,8 @@ class ServingClient:
         reader = WindowReader(self.run_model, self.rule, time_budget=self.time_budget)
         for index, item in enumerate(encoded):
             if isinstance(item, WindowedQuestion):
-                results[index] = reader.answer(item)
+                results[index] = arithmetic.with_computed(
+                    reader.answer(item), lambda row, item=item: [c.text for c in item.table.table.rows[row].cells])
         return results  # type: ignore[return-value]
 
     def _run_examples(self, encoded) -> List[AskResult]:
@@ -268,8 +270,14 @@ class ServingClient:
             if "aggregation_probabilities" in outputs:
                 with np.errstate(divide="ignore"):  # log(0) = -inf: a softmax weight of 0.
                     logits = np.log(outputs["aggregation_probabilities"][row])
-            results.append(decode_answer(item, outputs["probabilities"][row], logits, self.rule))
+            result = decode_answer(item, outputs["probabilities"][row], logits, self.rule)
+            results.append(arithmetic.with_computed(result, _row_texts(item.pruned)))
         return results
+
+
+def _row_texts(pruned) -> arithmetic.RowTexts:
+    kept = {row: index for index, row in enumerate(pruned.rows)}
+    return lambda row: [cell.text for cell in pruned.table.rows[kept[row]].cells] if row in kept else []
 
 
 def ask_served(url: str, table: TableLike, question: str, export_dir: Optional[str] = None,
