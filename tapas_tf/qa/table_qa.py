@@ -283,22 +283,25 @@ class TableQA:
         both = self.routes_by_confidence
         if not both and not aggregation_cue(question):
             return self._encode_here(prepared, question)
-        other = dataclasses.replace(self.aggregation_model._encode_here(prepared, question),  # pylint: disable=protected-access
+        other = dataclasses.replace(self._encode_here(prepared, question, encoder=self.aggregation_model.encoder),
                                     for_aggregation_model=True)
         return (dataclasses.replace(self._encode_here(prepared, question), alternative=other)
                 if both else other)
 
     def _encode_here(self, prepared: PreparedTable, question: str,
-                     previous: Optional[Sequence[Tuple[int, int]]] = None) -> Encoded:
-        """This model's encoding: one example when the table fits it, else its windows (`windows`)."""
+                     previous: Optional[Sequence[Tuple[int, int]]] = None,
+                     encoder: Optional[TableEncoder] = None) -> Encoded:
+        """The encoding for this model (or `encoder`'s, the aggregation model's, read as this model's
+        `windows` and `max_rows` say): one example when the table fits, else its windows."""
+        encoder = encoder or self.encoder
         if not self.windows:
-            return self.encoder.encode(prepared, question, previous)
+            return encoder.encode(prepared, question, previous)
         if self.max_rows is None or len(prepared.table.rows) <= self.max_rows:
             try:
-                return self.encoder.encode(prepared, question, previous, prune=False)
+                return encoder.encode(prepared, question, previous, prune=False)
             except TableTooBig:
                 pass
-        return encode_windows(self.encoder, prepared, question, previous or (), self.max_rows)
+        return encode_windows(encoder, prepared, question, previous or (), self.max_rows)
 
     @property
     def routes_by_confidence(self) -> bool:
@@ -345,20 +348,25 @@ class TableQA:
                 results[index] = self._answer_windowed(item)
         return results  # type: ignore[return-value]
 
-    def _answer_windowed(self, item: WindowedQuestion) -> AskResult:
+    def _answer_windowed(self, item: WindowedQuestion, time_budget: Optional[float] = None) -> AskResult:
         """The answer over a table's windows (`window_reading`), from the model it was encoded for;
-        of a question encoded for both models, the answer with the higher confidence."""
+        of a question encoded for both models, the answer with the higher confidence. The aggregation
+        model reads within this model's `time_budget`."""
         # pylint: disable=protected-access
+        time_budget = time_budget or self.time_budget
         if item.for_aggregation_model:
-            return self.aggregation_model._answer_windowed(dataclasses.replace(item, for_aggregation_model=False))
-        result = WindowReader(self.runner, self.rule, time_budget=self.time_budget).answer(item)
+            return self.aggregation_model._answer_windowed(dataclasses.replace(item, for_aggregation_model=False),
+                                                           time_budget)
+        result = WindowReader(self.runner, self.rule, time_budget=time_budget).answer(item)
         rows = sorted({cell.row for cell in result.cells})
         found = total_rows([[cell.text for cell in item.table.table.rows[row].cells] for row in rows])
         mine = self._finish(result, item.follow_up, {rows[i] for i in found},
                             lambda row: [cell.text for cell in item.table.table.rows[row].cells])
         if item.alternative is None:
             return mine
-        theirs = self.aggregation_model._run([dataclasses.replace(item.alternative, for_aggregation_model=False)])[0]
+        alternative = dataclasses.replace(item.alternative, for_aggregation_model=False)
+        theirs = (self.aggregation_model._answer_windowed(alternative, time_budget)
+                  if isinstance(alternative, WindowedQuestion) else self.aggregation_model._run([alternative])[0])
         return _chosen(theirs, mine) if theirs.confidence > mine.confidence else _chosen(mine, theirs)
 
     def _run_examples(self, encoded: Sequence[EncodedQuestion], batch_size: int) -> List[AskResult]:
@@ -375,7 +383,8 @@ class TableQA:
             results[index] = result
         # pylint: disable=protected-access
         for (index, _), result in zip(theirs,
-                                      self.aggregation_model._run_here([e for _, e in theirs], batch_size)):
+                                      self.aggregation_model._run([dataclasses.replace(e, for_aggregation_model=False)
+                                                                   for _, e in theirs], batch_size)):
             mine = results[index]
             if mine is None or result.confidence > mine.confidence:
                 results[index] = _chosen(result, mine)

@@ -27,13 +27,16 @@ import numpy as np
 
 from tapas_tf.inference import execution
 from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule, cell_probabilities
-from tapas_tf.qa import row_windows
+from tapas_tf.qa import pruning, row_windows
 from tapas_tf.qa.ask_results import AskResult, SelectedCell, TableReading
 from tapas_tf.qa.question_hints import question_kind
 from tapas_tf.qa.window_encoding import WindowedQuestion
 
 Coordinate = Tuple[int, int]
 CHUNK_WINDOWS = 64
+# A question no window selects a cell for is asked again over candidate rows, among them the rows
+# sharing the most words with it, for tables of up to this many rows (ranking reads every cell).
+RANK_ROWS_UP_TO = 50_000
 # A cell less probable than this is neither selected nor the best cell left out of any answer worth
 # reporting; keeping only the others keeps a 100,000-row table's reduce small.
 KEEP_PROBABILITY = 0.02
@@ -53,6 +56,8 @@ class _Window:
     def cells(self, operator: str, rule: DecodingRule) -> Tuple[Coordinate, ...]:
         """The window's selected cells under `operator` (the decoding rule's, without its fallback)."""
         if operator == row_windows.COUNT and rule.expected_count:
+            if not any(p > rule.threshold for p in self.probabilities.values()):
+                return ()  # A window that selects nothing counts nothing, however diffuse its mass.
             count = int(math.floor(self.total + 0.5))
             ranked = sorted(self.probabilities, key=lambda key: (-self.probabilities[key], key))
             return tuple(sorted(ranked[:count]))
@@ -100,7 +105,13 @@ class WindowReader:
             second_pass = len(rows)
             lengths.append(length)
         if combined.operator == row_windows.NONE and not cells and self.rule.fallback_to_best_cell and probabilities:
-            cells = (max(probabilities, key=lambda key: (probabilities[key], -key[0], -key[1])),)
+            # No window is sure of a cell: their best cells compete, and probabilities from different
+            # windows are not comparable, so the question is asked again over those cells' rows.
+            rows = _fitting_in_order(windowed, _fallback_candidates(windowed, scored))
+            cells, second_probabilities, length = self._second_pass(windowed, rows)
+            probabilities.update(second_probabilities)
+            second_pass = len(rows)
+            lengths.append(length)
         return self._result(windowed, combined, cells, probabilities, lengths, scored, limit, second_pass)
 
     # --- map ------------------------------------------------------------------------------------
@@ -147,8 +158,10 @@ class WindowReader:
         all fit one example (a list, not a choice); a superlative or comparison keeps each window's
         best candidates."""
         kind = question_kind(windowed.question)
-        if kind in ("count", "sum", "average") or not row_windows.needs_second_pass(combined, answers):
+        if not row_windows.needs_second_pass(combined, answers):
             return []
+        if kind in ("count", "sum", "average") and not _all_numbers(windowed, answers):
+            return []  # Cells listed for a count (a model without an aggregation head): all of them.
         rows = sorted({cell[0] for answer in answers for cell in answer.cells})
         if windowed.fits(rows):
             return rows
@@ -220,6 +233,40 @@ def _scored(windowed: WindowedQuestion, rows: Tuple[int, ...], features: Mapping
         shifted = np.exp(np.asarray(logits, np.float64) - np.max(logits))
         operators = dict(zip(AGGREGATION_NAMES, (shifted / shifted.sum()).tolist()))
     return _Window(tuple(rows), kept, total, operators)
+
+
+def _all_numbers(windowed: WindowedQuestion, answers: Sequence[row_windows.WindowAnswer]) -> bool:
+    """Whether every selected cell holds a number: "how many people live in x?" looks a number up."""
+    return all(execution.cell_number(windowed.cell(*cell)) is not None for answer in answers for cell in answer.cells)
+
+
+def _fallback_candidates(windowed: WindowedQuestion, scored: Sequence[_Window]) -> List[int]:
+    """Rows for the second pass of a question no window selected a cell for, best first: each window's
+    best cells' rows (the windows' first choices, then their second, ...), then the rows that share
+    the most words with the question (`pruning.rank_rows`, for a table small enough to rank:
+    `RANK_ROWS_UP_TO`)."""
+    by_window = []
+    for window in scored:
+        ranked = sorted(window.probabilities, key=lambda key: (-window.probabilities[key], key))
+        by_window.append([cell[0] for cell in ranked[:SECOND_PASS_PER_WINDOW]])
+    model_rows = [rows[i] for i in range(SECOND_PASS_PER_WINDOW) for rows in by_window if i < len(rows)]
+    related: List[int] = []
+    if windowed.rows_read <= RANK_ROWS_UP_TO:
+        table = windowed.table.table
+        related = [int(r) for r in pruning.rank_rows(table, windowed.question, range(len(table.columns)))]
+    order = model_rows + related  # Measured on WTQ dev: the windows' own best rows first did best.
+    return list(dict.fromkeys(order))
+
+
+def _fitting_in_order(windowed: WindowedQuestion, rows: Sequence[int]) -> List[int]:
+    """The first of `rows` (best first) that fit one example together, in table order."""
+    chosen: List[int] = []
+    for row in rows:
+        if windowed.fits(sorted(chosen + [row])):
+            chosen.append(row)
+        elif len(chosen) >= windowed.encoder.max_table_shape[0]:
+            break
+    return sorted(chosen)
 
 
 def _fitting(windowed: WindowedQuestion, rows: Sequence[int], answers: Sequence[row_windows.WindowAnswer]) -> List[int]:

@@ -147,3 +147,12 @@ def test_a_calibrated_pair_asks_both_and_keeps_the_surer_answer(tmp_path):
     os.remove(os.path.join(counts, confidence.CALIBRATION_FILE))  # One uncalibrated model: routing by words.
     pair = TableQA.from_model_dir(cells, aggregation_model_dir=counts)
     assert not pair.routes_by_confidence and pair.answer(TABLE, "how many cities?").model == "counts"
+
+
+def test_a_big_table_goes_to_the_pair_in_windows(pair):
+    """A count over 300 rows (more than one example holds): the aggregation model reads every row."""
+    big = pd.DataFrame({"city": [f"town{i}" for i in range(300)], "population": [str(i) for i in range(300)]})
+    counted = pair.answer(big, "how many cities are listed?")
+    assert counted.model == "counts" and counted.reading.rows_read == 300 and counted.reading.windows > 1
+    looked_up = pair.answer(big, "which city is the largest?")
+    assert looked_up.model == "cells" and looked_up.reading.rows_read == 300

@@ -164,11 +164,27 @@ def test_a_lookup_in_one_window_needs_no_second_pass(vocab):
     assert runner.calls == math.ceil(result.reading.windows / 16)  # No call beyond the windows'.
 
 
-def test_nothing_selected_falls_back_to_the_best_cell_of_all_windows(vocab):
-    runner = ScriptedRunner(lambda f: np.zeros(len(f["input_ids"]), bool))
+class UnsureRunner(ScriptedRunner):
+    """Gives the chosen tokens 0.4, below the threshold: no window selects a cell."""
+
+    def __call__(self, length, rows):
+        outputs = super().__call__(length, rows)
+        outputs["probabilities"] = np.where(outputs["probabilities"] > 0.5, 0.4, 0.05).astype(np.float32)
+        return outputs
+
+
+def test_when_no_window_selects_a_cell_their_best_cells_are_asked_again(vocab):
+    """Each window's best cell is its highest points (0.4, not selected); the second pass over those
+    rows falls back to its own best cell: the table's highest points, 30 on row 22."""
+    def local_best(f):
+        points = (f["column_ids"] == POINTS_COLUMN + 1) & (f["row_ids"] > 0)
+        return points & (f["column_ranks"] == f["column_ranks"][points].max())
+
+    runner = UnsureRunner(local_best)
     qa = TableQA(runner, make_encoder(vocab), DecodingRule(fallback_to_best_cell=True), name="scripted")
-    result = qa.answer(TABLE, "which one?")
-    assert len(result.cells) == 1
+    result = qa.answer(TABLE, "which has the highest points?")
+    assert result.reading.windows_with_cells == 0 and result.reading.second_pass_rows >= result.reading.windows
+    assert result.coordinates == ((22, POINTS_COLUMN),)
 
 
 def test_max_rows_reads_only_the_first_rows_and_says_so(vocab):
