@@ -6,6 +6,7 @@
     tapas-tf ask --model_dir=MODEL_DIR --table=t.csv          # a conversation on stdin
     tapas-tf ask ... --html=answer.html "..."                  # also a self-contained page
     tapas-tf ask --table=orders.csv --time_budget=10 "how many orders were shipped in may?"  # every row
+    tapas-tf ask --table=shop.db --table_name=orders --max_rows=200000 "..."  # a SQLite table, in chunks
     tapas-tf ask --index_dir=my_index "..."                    # the best of the index's top --k tables
     tapas-tf ask --index_dir=my_index --questions_file=q.tsv --json   # many questions, one line each
     tapas-tf ask --table=t.csv --questions_file=q.tsv --json
@@ -47,6 +48,11 @@ def define_flags() -> None:
                          "an answer that hit the limit says so.", lower_bound=1)
     flags.DEFINE_float("time_budget", None, "Stop reading a table's windows after this many seconds; an answer "
                        "that hit the limit says how many rows it covers.", lower_bound=0.001)
+    flags.DEFINE_string("table_name", None, "With --table a database (a SQLite file, sqlite:///PATH or another "
+                        "SQLAlchemy URL): the table to ask; default its only table. Read in chunks, at most "
+                        "--max_rows rows (default 100,000).")
+    flags.DEFINE_float("max_table_mb", 512, "Refuse a CSV file larger than this many MB, unless --max_rows is "
+                       "given: then only its first rows are read.", lower_bound=0.001)
     flags.DEFINE_bool("prune", True, "With --nowindows: prune a table too big for the model to the rows and "
                       "columns most related to the question (else refuse it).")
     flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"], "bfloat16: faster matrix products on "
@@ -87,7 +93,8 @@ def main(argv: List[str]) -> None:
             index = TableIndex.load(FLAGS.index_dir)
             table, title = None, os.path.basename(os.path.normpath(FLAGS.index_dir))
         else:
-            table, title = read_table_file(FLAGS.table, FLAGS.delimiter), os.path.basename(FLAGS.table)
+            table = read_table_file(FLAGS.table, FLAGS.delimiter, FLAGS.max_table_mb, FLAGS.max_rows, FLAGS.table_name)
+            title = FLAGS.table_name or os.path.basename(FLAGS.table)
         qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend,
                                        windows=FLAGS.windows, max_rows=FLAGS.max_rows, time_budget=FLAGS.time_budget)
         qa.show_backend = True  # answered by: bundled sqa_tiny (LiteRT)

@@ -38,6 +38,7 @@ from tapas_tf.features.example_features import MODEL_INPUT_FEATURES
 from tapas_tf.features.table_encoding import table_fingerprint
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.qa import pruning
+from tapas_tf.qa.table_sources import ROWS_TOTAL
 from tapas_tf.qa.tables import AskError, TableLike, read_table, table_from_frame
 
 logger = logging.getLogger(__name__)  # Quiet in the Python API (tapas_tf's NullHandler).
@@ -177,14 +178,16 @@ class TableEncoder:
 
     def prepare(self, table: TableLike, table_id: str = "table") -> PreparedTable:
         """Reads and annotates a table (cached by content, so asking again costs nothing)."""
-        proto = table_from_frame(read_table(table), table_id)
-        key = table_fingerprint(proto)
+        frame = read_table(table)
+        total = frame.attrs.get(ROWS_TOTAL)
+        proto = table_from_frame(frame, table_id)
+        key = table_fingerprint(proto) + str(total).encode()
         with self._lock:
             if key in self._prepared:
                 return self._prepared[key]
         number_annotation.add_numeric_table_values(proto)
         names = tuple(column.text for column in proto.columns)
-        prepared = PreparedTable(proto, names, _table_diagnostics(names))
+        prepared = PreparedTable(proto, names, _table_diagnostics(names) + _cut_diagnostics(len(proto.rows), total))
         with self._lock:
             if len(self._prepared) >= 16:
                 self._prepared.pop(next(iter(self._prepared)))
@@ -319,6 +322,15 @@ def _table_diagnostics(names: Tuple[str, ...]) -> Tuple[str, ...]:
 
 class TableTooBig(AskError):
     """The table does not fit one example and pruning is off: read it in windows, or prune it."""
+
+
+def _cut_diagnostics(rows: int, total) -> Tuple[str, ...]:
+    """The note of a table that holds only the first rows of its source (`table_sources.ROWS_TOTAL`)."""
+    if total is None:
+        return ()
+    of = f"its {total:,} rows" if isinstance(total, int) else "its rows"
+    return (f"Only the first {rows:,} of {of} were read (the row limit, --max_rows); a count, total or average "
+            "covers only those rows.",)
 
 
 def _ask_error(error: ConversionError, prune: bool) -> AskError:

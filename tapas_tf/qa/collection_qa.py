@@ -35,6 +35,7 @@ import pandas as pd
 from tapas_tf.qa.ask_encoding import EncodedQuestion, PreparedTable
 from tapas_tf.qa.ask_results import AskResult
 from tapas_tf.qa.table_qa import Conversation, TableQA
+from tapas_tf.qa.table_sources import DATABASE_ROWS, ROWS_TOTAL
 from tapas_tf.qa.tables import AskError
 from tapas_tf.retrieval.table_index import TableIndex
 
@@ -217,7 +218,9 @@ class CollectionQA:
         return self.index.search(question, k or self.k, self.method)
 
     def prepared_table(self, table_id: str) -> PreparedTable:
-        """An indexed table, read whole and prepared for the reader (cached, least recently used out).
+        """An indexed table, read again (every row up to the reader's `max_rows`, default
+        `table_sources.DATABASE_ROWS`, when it reads in windows; else the index's rows) and prepared
+        for the reader (cached, least recently used out).
 
         Raises:
           AskError: the table cannot be read now, or is not a table the reader can ask.
@@ -225,10 +228,16 @@ class CollectionQA:
         if table_id in self._cache:
             self._cache.move_to_end(table_id)
             return self._cache[table_id]
+        # The reader reads every row in windows: up to its row limit, not the index entry's few rows.
+        rows = (getattr(self.qa, "max_rows", None) or DATABASE_ROWS) if getattr(self.qa, "windows", False) else None
         try:
-            frame = self.index.read_table(table_id).frame
+            table = self.index.read_table(table_id, rows)
         except (KeyError, ValueError, OSError) as e:
             raise AskError(f"table {table_id} cannot be read: {e}") from None
+        frame = table.frame
+        if table.rows_truncated:
+            frame = frame.copy()
+            frame.attrs[ROWS_TOTAL] = table.rows_total if table.rows_total is not None else "more"
         prepared = self.qa.encoder.prepare(frame)
         if self._cache_size:
             self._cache[table_id] = prepared

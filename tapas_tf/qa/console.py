@@ -18,31 +18,26 @@ from tapas_tf.data.protos import interaction_pb2
 from tapas_tf.qa.ask_results import AskResult
 from tapas_tf.qa.collection_qa import CollectionAnswer, CollectionConversation, NoTableFound
 from tapas_tf.qa.rendering import render_html, render_text
-from tapas_tf.qa.tables import AskError, check_frame, read_table
+from tapas_tf.qa.table_sources import DEFAULT_MAX_MB, read_table_source
+from tapas_tf.qa.tables import AskError
 
 QUIT = (":quit", ":q")
 NEW = ":new"
 
 
-def read_table_file(path: str, delimiter: Optional[str] = None) -> pd.DataFrame:
-    """The CSV table at `path`, read and checked (a header row and at least one row).
+def read_table_file(path: str, delimiter: Optional[str] = None, max_mb: Optional[float] = DEFAULT_MAX_MB,
+                    max_rows: Optional[int] = None, table_name: Optional[str] = None) -> pd.DataFrame:
+    """The table at `path` (a CSV file, a SQLite file or a database URL), read and checked (a header
+    row and at least one row): `table_sources.read_table_source`.
 
     Cheap next to loading a model: the command line calls it first, so that a typo in the path
     fails at once.
 
     Raises:
-      AskError: naming the file: missing, a directory, unreadable, not UTF-8 CSV text, empty, or a
-        header without rows.
+      AskError: naming the file: missing, a directory, unreadable, not UTF-8 CSV text, empty, a
+        header without rows, over `max_mb` without `max_rows`, or a database table it cannot read.
     """
-    try:
-        frame = read_table(path, delimiter)
-    except OSError as e:  # Permission denied, say; read_table's own checks raise AskError.
-        raise AskError(f"{path}: cannot be read ({e.strerror or e})") from None
-    try:
-        check_frame(frame)
-    except AskError as e:
-        raise AskError(f"{path}: {e}") from None
-    return frame
+    return read_table_source(path, delimiter, max_mb, max_rows, table_name)
 
 
 @dataclasses.dataclass

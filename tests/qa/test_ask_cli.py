@@ -275,3 +275,35 @@ def test_stderr_is_quiet_by_default_and_v_shows_the_log_lines(tmp_path):
                          capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
     assert api.returncode == 0 and api.stdout.strip() and api.stderr == "", api.stderr[-3000:]
+
+
+def test_a_10000_row_csv_is_read_whole_by_ask_in_a_fresh_process(tmp_path):
+    """Every row read, in windows, with the bundled pair: the JSON says how, and a count covers all rows."""
+    big = tmp_path / "orders.csv"
+    big.write_text("order,status,amount\n" + "".join(
+        f"o{i},{'shipped' if i % 4 == 0 else 'pending'},{i % 97}\n" for i in range(10_000)))
+    result = _ask(f"--table={big}", "--json", "how many orders were shipped?")
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout.splitlines()[0])
+    reading = answer["reading"]
+    assert reading["rows_read"] == reading["total_rows"] == 10_000 and reading["windows"] > 1
+    assert reading["limit"] is None and reading["columns"] == ["order", "status", "amount"]
+    assert any(d.startswith("Read all 10,000 rows in ") for d in answer["diagnostics"])
+    assert all(0 <= cell["row"] < 10_000 for cell in answer["cells"])
+
+
+def test_ask_reads_a_sqlite_table_to_max_rows_and_says_so(tmp_path):
+    import sqlite3
+
+    database = tmp_path / "shop.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE orders (item TEXT, price TEXT)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", ((f"item{i}", str(i % 50)) for i in range(5_000)))
+    result = _ask(f"--table={database}", "--table_name=orders", "--max_rows=400", "--json",
+                  "what is the price of item7?")
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout.splitlines()[0])
+    assert answer["reading"]["rows_read"] == 400
+    assert any(d.startswith("Only the first 400 of its 5,000 rows were read") for d in answer["diagnostics"])
+    refused = _ask(f"--table={database}", "--table_name=nope", "what?")
+    assert refused.returncode == 1 and "has no table 'nope'" in refused.stderr
