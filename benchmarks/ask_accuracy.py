@@ -126,8 +126,11 @@ def _record(result, correct: bool, kind: str, task: str, question_id: str) -> di
 
 def wtq_correct(result, targets: List[str]) -> bool:
     """WTQ's denotation match: the selected cells, or the aggregated value when there is an operator."""
-    if result.computed is not None:  # A difference, ratio, ... tapas-tf computed from the cells.
-        predicted = [result.computed.answer] if result.computed.value is None else result.computed.value
+    if result.computed is not None:  # A difference, ratio, ... tapas-tf computed from the cells:
+        # its number, or its text as shown ("56 m", "yes").
+        computed = result.computed
+        return ((computed.value is not None and denotation_matches(computed.value, targets))
+                or denotation_matches([computed.answer], targets))
     else:
         predicted = list(result.answers) if result.operator == "NONE" else result.value
     return predicted is not None and denotation_matches(predicted, targets)

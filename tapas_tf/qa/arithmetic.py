@@ -49,11 +49,12 @@ _ASKED = (
     ("comparison", _words(rf"^\s*(is|was|are|were|did|does|do|has|had|can)\b.*\b({_COMPARATIVE})\b.*\bthan\b")),
     ("date_span", _words(rf"\bhow\s+(many|much)\s+({_UNITS})\b.*\b(between|from|after|before|since|until|"
                          rf"passed|elapsed|separate|apart)\b|\bhow\s+long\s+(between|after|before|from)\b")),
-    ("ratio", _words(r"\bratio\b|\bhow\s+many\s+times\b|\btimes\s+(as|more|less|larger|bigger|greater)\b")),
+    # Not "how many times did x win": that counts; "how many times as many/larger ..." divides.
+    ("ratio", _words(rf"\bratio\b|\bhow\s+many\s+times\s+(as|more|{_COMPARATIVE})\b|\btimes\s+as\s+(many|much)\b")),
     ("percentage", _words(r"\bwhat\s+(percent|percentage|share|proportion)\b.*\b(of|were|was|did)\b")),
     ("difference", _words(rf"\bdifference\b|\bdiffer(s|ed)?\b|\bmargin\b|\bgap\b|\bby\s+how\s+(many|much)\b|"
                           rf"\bhow\s+(many|much)\s+({_COMPARATIVE})\b|"
-                          rf"\bhow\s+(many|much)\s+\w+(\s+\w+)?\s+({_COMPARATIVE})\s+(than\s+(?!\d)|did|does|do|was|is|were|are)")),
+                          rf"\bhow\s+(many|much)\s+\w+(\s+\w+)?\s+({_COMPARATIVE})\s+(than\s+(?![$€£¥]?\d)|did|does|do|was|is|were|are)")),
     # "how many ... taller than 100 m" is a count with a condition, "... taller than torre b" a difference.
 )
 _GREATER = _words(rf"\b({_MORE})\b")
@@ -61,6 +62,7 @@ _BOTH_ENDS = _words(r"\b(highest|most|largest|biggest|longest|greatest|maximum|m
                     r"smallest|shortest|fewest|minimum|min|last|bottom)\b|\b(lowest|least|smallest|shortest|fewest|"
                     r"minimum|min|last|bottom)\b.*\b(highest|most|largest|biggest|longest|greatest|maximum|max|"
                     r"first|top)\b")
+_THAN_NUMBER = re.compile(r"\bthan\s+([$€£¥]?\d[\d,.]*)", re.IGNORECASE)
 # A number in a cell, with what is written around it: "$3.5 million", "113.6 m", "45%".
 _AROUND = re.compile(r"^\s*(?P<prefix>[$€£¥]?)\s*[-+]?\d[\d,]*(\.\d+)?\s*(?P<suffix>.*?)\s*$")
 
@@ -119,6 +121,14 @@ def compute(question: str, cells: Sequence[SelectedCell], row_texts: Optional[Ro
         return None
     if kind == "date_span":
         return _date_span(question, cells, row_texts)
+    if kind == "difference" and len(cells) == 1:
+        pair = _two_numbers(cells[0].text)  # A score "4–8": the margin within one cell.
+        if pair is not None:
+            low, high = sorted(pair)
+            value = round(high - low, 9)
+            return Computed(kind, value, format_number(value),
+                            f"{format_number(high)} {MINUS} {format_number(low)} = {format_number(value)} "
+                            f"(the two numbers of {cells[0].text!r})", 1)
     operands = _operands(question, cells, row_texts)
     if operands is None:
         return None
@@ -147,7 +157,7 @@ def _difference(a: float, a_text: str, b: float, b_text: str, used: int) -> Comp
     unit = _shared_unit(high_text, low_text)
     answer = _with_unit(value, unit)
     return Computed("difference", value, answer,
-                    f"{_with_unit(high, unit)} {MINUS} {_with_unit(low, unit)} = {answer}", used)
+                    f"{_shown(high, high_text, unit)} {MINUS} {_shown(low, low_text, unit)} = {answer}", used)
 
 
 def _comparison(question: str, a: float, a_text: str, b: float, b_text: str, used: int) -> Computed:
@@ -158,7 +168,7 @@ def _comparison(question: str, a: float, a_text: str, b: float, b_text: str, use
     sign = ">" if a > b else "<" if a < b else "="
     answer = "yes" if holds else "no"
     return Computed("comparison", None, answer,
-                    f"{_with_unit(a, unit)} {sign} {_with_unit(b, unit)}, so {comparative}: {answer}", used)
+                    f"{_shown(a, a_text, unit)} {sign} {_shown(b, b_text, unit)}, so {comparative}: {answer}", used)
 
 
 def _date_span(question: str, cells: Sequence[SelectedCell], row_texts: Optional[RowTexts]) -> Optional[Computed]:
@@ -209,8 +219,9 @@ def _operands(question: str, cells: Sequence[SelectedCell], row_texts: Optional[
         high = max(numbered, key=lambda item: item[1])
         low = min(numbered, key=lambda item: item[1])
         return (high[1], high[0].text), (low[1], low[0].text)
-    if len(numbered) == 1:
-        given = [v for span in number_parsing.parse_text(normalize_for_match(question)) for v in span.values
+    than = _THAN_NUMBER.search(question)
+    if len(numbered) == 1 and than:  # "more than 40": the question's number is the other operand.
+        given = [v for span in number_parsing.parse_text(normalize_for_match(than.group(1))) for v in span.values
                  if v.HasField("float_value")]
         if len(given) == 1:
             value = given[0].float_value
@@ -224,7 +235,9 @@ def _number(cell: SelectedCell) -> Optional[float]:
     if cell.number is None:
         return None
     written = [v for v in number_parsing.cell_values(cell.text) if isinstance(v, float)]
-    return written[0] if len(written) == 1 and abs(written[0] - cell.number) <= 1e-3 * max(1.0, abs(cell.number)) \
+    if len(written) > 1:
+        return None  # "4–8", "2 ft (610 mm)": which number is meant is not this module's guess.
+    return written[0] if written and abs(written[0] - cell.number) <= 1e-3 * max(1.0, abs(cell.number)) \
         else cell.number
 
 
@@ -259,6 +272,21 @@ def _with_unit(value: float, unit: Tuple[str, str]) -> str:
     prefix, suffix = unit
     joiner = "" if suffix.startswith("%") or not suffix else " "
     return f"{prefix}{format_number(value)}{joiner}{suffix}"
+
+
+def _two_numbers(text: str) -> Optional[Tuple[float, float]]:
+    """The two numbers of a cell such as a score ("4–8", "2-3"), else None."""
+    if not re.fullmatch(r"\s*\d+(\.\d+)?\s*[-–—:]\s*\d+(\.\d+)?\s*", text or ""):
+        return None
+    first, second = re.findall(r"\d+(?:\.\d+)?", text)
+    return float(first), float(second)
+
+
+def _shown(value: float, text: str, unit: Tuple[str, str]) -> str:
+    """An operand as its cell writes it ("2009", "113.6 m") when the cell holds only it, else formatted."""
+    if _AROUND.match(text or "") and (text.strip().startswith(unit[0])) and (not unit[1] or text.strip().endswith(unit[1])):
+        return " ".join(text.split())
+    return _with_unit(value, unit)
 
 
 def _bare(value: float) -> str:

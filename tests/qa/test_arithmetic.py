@@ -47,6 +47,9 @@ def row_texts(row):
     ("which tower is the tallest?", None),
     ("how many towers are there?", None),
     ("how many towers are taller than 100 m?", None),
+    ("how many boats costed less than £20m to build?", None),   # A count with a condition.
+    ("how many times did torre a win?", None),                   # A count, not a ratio.
+    ("how many times larger is torre b's vote than torre a's?", "ratio"),
 ])
 def test_what_the_words_ask_for(question, kind):
     assert asked(question) == kind
@@ -97,6 +100,14 @@ def test_date_spans_in_days_and_years():
     assert days.expression == f"2000-05-13 {MINUS} 2000-05-03 = 10 days"
     years = compute("how many years were there between 1990 and the opening of torre a?", [cell(2, 2)], row_texts)
     assert (years.value, years.answer) == (8, "8 years")  # One cell holding both ends.
+
+
+def test_the_margin_within_one_score_cell_and_no_guess_between_two_numbers():
+    score = SelectedCell(0, 1, "score", "4–8", 0.9, 4.0)
+    computed = compute("what was the difference in score in the final?", [score])
+    assert (computed.value, computed.expression) == (4, f"8 {MINUS} 4 = 4 (the two numbers of '4–8')")
+    feet = SelectedCell(0, 1, "gauge", "2 ft (610 mm)", 0.9, 2.0)
+    assert compute("what is the difference in gauge between a and b?", [feet, cell(1, 1)], row_texts) is None
 
 
 def test_one_cell_and_a_number_in_the_question():
