@@ -152,22 +152,24 @@ class WindowReader:
     @staticmethod
     def _second_pass_rows(windowed: WindowedQuestion, combined: row_windows.CombinedAnswer,
                           answers: Sequence[row_windows.WindowAnswer]) -> List[int]:
-        """The rows to ask again, or [] for none: a question that selects cells in several windows
-        and wants one answer among them. Counts, totals and averages answered with cells (a model
-        without an aggregation head) keep every window's cells; so does a lookup whose rows do not
-        all fit one example (a list, not a choice); a superlative or comparison keeps each window's
-        best candidates."""
+        """The rows to ask again, or [] for none, for a lookup or superlative (NONE) that selected
+        cells: the rows of every selected cell, when they fit one example (else, for a superlative
+        or comparison, each window's best candidates; a lookup's many rows are a list, kept whole),
+        filled up with the rows that share the most words with the question (what pruning would
+        show the model). On WTQ dev's tables beyond 512 tokens this beat keeping the windows' own
+        answer. Counts, totals and averages answered with cells (by a model without an aggregation
+        head) keep every window's cells."""
+        if combined.operator != row_windows.NONE or not combined.cells:
+            return []
         kind = question_kind(windowed.question)
-        if not row_windows.needs_second_pass(combined, answers):
-            return []
         if kind in ("count", "sum", "average") and not _all_numbers(windowed, answers):
-            return []  # Cells listed for a count (a model without an aggregation head): all of them.
+            return []  # Cells listed for a count: all of them are the answer.
         rows = sorted({cell[0] for answer in answers for cell in answer.cells})
-        if windowed.fits(rows):
-            return rows
-        if kind == "lookup":
-            return []
-        return _fitting(windowed, row_windows.second_pass_rows(answers, SECOND_PASS_PER_WINDOW), answers)
+        if not windowed.fits(rows):
+            if kind == "lookup":
+                return []
+            rows = _fitting(windowed, row_windows.second_pass_rows(answers, SECOND_PASS_PER_WINDOW), answers)
+        return _fitting_in_order(windowed, rows + _related_rows(windowed))
 
     def _second_pass(self, windowed: WindowedQuestion, rows: Sequence[int]
                      ) -> Tuple[Tuple[Coordinate, ...], Dict[Coordinate, float], int]:
@@ -250,21 +252,33 @@ def _fallback_candidates(windowed: WindowedQuestion, scored: Sequence[_Window]) 
         ranked = sorted(window.probabilities, key=lambda key: (-window.probabilities[key], key))
         by_window.append([cell[0] for cell in ranked[:SECOND_PASS_PER_WINDOW]])
     model_rows = [rows[i] for i in range(SECOND_PASS_PER_WINDOW) for rows in by_window if i < len(rows)]
-    related: List[int] = []
-    if windowed.rows_read <= RANK_ROWS_UP_TO:
-        table = windowed.table.table
-        related = [int(r) for r in pruning.rank_rows(table, windowed.question, range(len(table.columns)))]
+    related = _related_rows(windowed)
     order = model_rows + related  # Measured on WTQ dev: the windows' own best rows first did best.
     return list(dict.fromkeys(order))
 
 
+def _related_rows(windowed: WindowedQuestion) -> List[int]:
+    """The rows read, most related to the question first (`pruning.rank_rows`); [] for a table too big
+    to rank (`RANK_ROWS_UP_TO`: ranking reads every cell)."""
+    if windowed.rows_read > RANK_ROWS_UP_TO:
+        return []
+    table = windowed.table.table
+    return [int(r) for r in pruning.rank_rows(table, windowed.question, range(len(table.columns)))]
+
+
 def _fitting_in_order(windowed: WindowedQuestion, rows: Sequence[int]) -> List[int]:
-    """The first of `rows` (best first) that fit one example together, in table order."""
-    chosen: List[int] = []
+    """The first of `rows` (best first, repeats ignored) that fit one example together, in table order."""
+    # pylint: disable=protected-access
+    lengths, budget = windowed._row_lengths, windowed.encoder.config.max_seq_length - windowed._fixed_length
+    most = windowed.encoder.max_table_shape[0]
+    chosen: Dict[int, None] = {}
+    used = 0
     for row in rows:
-        if windowed.fits(sorted(chosen + [row])):
-            chosen.append(row)
-        elif len(chosen) >= windowed.encoder.max_table_shape[0]:
+        if row in chosen or used + int(lengths[row]) > budget:
+            continue
+        chosen[row] = None
+        used += int(lengths[row])
+        if len(chosen) >= most or budget - used < int(lengths.min()):
             break
     return sorted(chosen)
 
