@@ -107,6 +107,11 @@ class TapasConfig:
       average_approximation_function: str, "ratio", "first_order" or "second_order".
       disable_per_token_loss: bool, drop the cell selection loss from the total.
       num_classification_labels: int, classes of the pooled-output classifier (0 disables it).
+      attention_mode: str, "full" (BERT's attention) or "row_column" (MATE: half the heads attend
+        within the row, half within the column, the question seen by all; memory linear in the
+        table, `models/restricted_attention.py`). A training option: no released model uses it.
+      attention_block_size: int, with "row_column": tokens per block of the sorted rows/columns.
+      global_attention_tokens: int, with "row_column": positions that hold the question.
     """
 
     vocab_size: int = 30522
@@ -148,6 +153,9 @@ class TapasConfig:
     average_approximation_function: str = "ratio"
     disable_per_token_loss: bool = False
     num_classification_labels: int = 0
+    attention_mode: str = "full"
+    attention_block_size: int = 64
+    global_attention_tokens: int = 64
 
     def __post_init__(self):
         # JSON has no tuples; accept any sequence and store a tuple so the config stays hashable.
@@ -229,8 +237,16 @@ def _field_names() -> Tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(TapasConfig))
 
 
+ATTENTION_MODES = ("full", "row_column")
+
+
 def _validate(config: TapasConfig) -> None:
     """Raises ValueError naming the first invalid option of `config`."""
+    if config.attention_mode not in ATTENTION_MODES:
+        raise ValueError(f"attention_mode must be one of {ATTENTION_MODES}, got {config.attention_mode!r}.")
+    if config.attention_block_size < 1 or config.global_attention_tokens < 1:
+        raise ValueError("attention_block_size and global_attention_tokens must be positive, got "
+                         f"{config.attention_block_size} and {config.global_attention_tokens}.")
     for name in (
         "vocab_size",
         "hidden_size",

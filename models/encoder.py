@@ -36,6 +36,7 @@ from official.nlp.modeling import layers as nlp_layers
 
 from tapas_tf.models.config import TapasConfig
 from tapas_tf.models.embeddings import TapasEmbeddings
+from tapas_tf.models.restricted_attention import table_segments
 from tapas_tf.models.transformer_block import TapasTransformerBlock
 
 
@@ -90,6 +91,8 @@ class TapasEncoder(tf_keras.layers.Layer):
         question and the table share.
       question_match_ignored_ids: sequence of word-piece ids that never match.
       add_pooling_layer: bool, build the [CLS] pooler (the MLM model can do without).
+      attention_mode: str, "full" or "row_column" (MATE's row and column heads, linear in memory;
+        `restricted_attention`), with `attention_block_size` and `global_attention_tokens`.
 
     Call args:
       features: dict with "input_ids", "input_mask" and the seven token-type features, each
@@ -129,6 +132,9 @@ class TapasEncoder(tf_keras.layers.Layer):
         use_question_match_embeddings: bool = False,
         question_match_ignored_ids: Sequence[int] = (),
         add_pooling_layer: bool = True,
+        attention_mode: str = "full",
+        attention_block_size: int = 64,
+        global_attention_tokens: int = 64,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -169,6 +175,10 @@ class TapasEncoder(tf_keras.layers.Layer):
                 norm_first=False,
                 norm_epsilon=layer_norm_eps,
                 kernel_initializer=initializer,
+                attention_mode=attention_mode,
+                row_heads=num_attention_heads // 2,
+                attention_block_size=attention_block_size,
+                global_attention_tokens=global_attention_tokens,
                 name=f"layer_{i}",
             )
             for i in range(num_hidden_layers)
@@ -200,6 +210,9 @@ class TapasEncoder(tf_keras.layers.Layer):
         self.use_question_match_embeddings = use_question_match_embeddings
         self.question_match_ignored_ids = tuple(int(i) for i in question_match_ignored_ids)
         self.add_pooling_layer = add_pooling_layer
+        self.attention_mode = attention_mode
+        self.attention_block_size = attention_block_size
+        self.global_attention_tokens = global_attention_tokens
 
     @classmethod
     def from_tapas_config(cls, config: TapasConfig, **kwargs) -> "TapasEncoder":
@@ -224,6 +237,9 @@ class TapasEncoder(tf_keras.layers.Layer):
             use_rank_embeddings=config.use_rank_embeddings,
             use_question_match_embeddings=config.use_question_match_embeddings,
             question_match_ignored_ids=config.question_match_ignored_ids,
+            attention_mode=config.attention_mode,
+            attention_block_size=config.attention_block_size,
+            global_attention_tokens=config.global_attention_tokens,
             **kwargs,
         )
 
@@ -231,8 +247,12 @@ class TapasEncoder(tf_keras.layers.Layer):
         if "input_mask" not in features:
             raise ValueError("TapasEncoder needs the feature input_mask.")
         hidden = self.embeddings(features, training=training)
-        # <float32>[batch, seq_len, seq_len]: 1 where the key token is real, 0 for padding.
-        mask = self.attention_mask(hidden, tf.cast(features["input_mask"], tf.int32))
+        if self.attention_mode == "row_column":
+            # <int32>[batch, 3, seq_len]: what each block's row and column heads read.
+            mask = table_segments(features)
+        else:
+            # <float32>[batch, seq_len, seq_len]: 1 where the key token is real, 0 for padding.
+            mask = self.attention_mask(hidden, tf.cast(features["input_mask"], tf.int32))
         for layer in self.transformer_layers:
             hidden = layer([hidden, mask], training=training)
         outputs = {"sequence_output": hidden}
@@ -283,6 +303,9 @@ class TapasEncoder(tf_keras.layers.Layer):
                 "use_question_match_embeddings": self.use_question_match_embeddings,
                 "question_match_ignored_ids": list(self.question_match_ignored_ids),
                 "add_pooling_layer": self.add_pooling_layer,
+                "attention_mode": self.attention_mode,
+                "attention_block_size": self.attention_block_size,
+                "global_attention_tokens": self.global_attention_tokens,
             }
         )
         return config

@@ -20,6 +20,7 @@ from official.nlp.modeling import layers as nlp_layers
 from tapas_tf.models.dropout import BitDropout
 from tapas_tf.models import fused
 from tapas_tf.models.fused import TapasActivation, TapasLayerNorm, adopt
+from tapas_tf.models.restricted_attention import restricted_attention
 
 
 @tf_keras.utils.register_keras_serializable(package="tapas_tf")
@@ -38,8 +39,16 @@ class TapasSelfAttention(tf_keras.layers.MultiHeadAttention):
 
     def _compute_attention(self, query, key, value, attention_mask=None, training=None):
         """As Keras's (query <[B, T, N, key_dim]>, key and value <[B, S, N, dim]>, mask <[B, T, S]>);
-        returns (context <[B, T, N, value_dim]>, probabilities <[B, N, T, S]>)."""
+        returns (context <[B, T, N, value_dim]>, probabilities <[B, N, T, S]>). With row and column
+        heads (`restricted`: (row_heads, block_size, global_tokens)) the mask is the table's
+        segments <int32>[B, 3, T] and no probabilities are returned (None): there is no T x T matrix."""
         query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
+        restricted = getattr(self, "restricted", None)
+        if restricted is not None and attention_mask is not None and attention_mask.dtype.is_integer:
+            row_heads, block_size, global_tokens = restricted
+            context = restricted_attention(query, key, value, attention_mask, row_heads, block_size, global_tokens,
+                                           self._dropout_layer, training)
+            return context, None
         scores = tf.einsum(self._dot_product_equation, key, query)
         if training is True and fused.enabled():
             dropped, probabilities, scale = self._fused_softmax(scores, attention_mask)
@@ -82,14 +91,33 @@ class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
     """`TransformerEncoderBlock` with `BitDropout`; arguments and call as the parent's.
 
     Call args:
-      inputs: [hidden <float32>[batch, seq_len, hidden], mask <float32>[batch, seq_len, seq_len]].
+      inputs: [hidden <float32>[batch, seq_len, hidden], mask <float32>[batch, seq_len, seq_len]], or
+        with attention_mode "row_column" the table's segments <int32>[batch, 3, seq_len]
+        (`restricted_attention.table_segments`) as the mask.
       training: bool, apply dropout.
 
     Returns:
       <float32>[batch, seq_len, hidden] (the compute dtype under a mixed policy).
     """
 
+    def __init__(self, *args, attention_mode: str = "full", row_heads: int = 0, attention_block_size: int = 64,
+                 global_attention_tokens: int = 64, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.attention_mode = attention_mode
+        self.row_heads = row_heads
+        self.attention_block_size = attention_block_size
+        self.global_attention_tokens = global_attention_tokens
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(attention_mode=self.attention_mode, row_heads=self.row_heads,
+                      attention_block_size=self.attention_block_size,
+                      global_attention_tokens=self.global_attention_tokens)
+        return config
+
     def build(self, input_shape):
+        if self.attention_mode == "row_column":  # The mask is <int32>[B, 3, T]; the parent reads only hidden.
+            input_shape = [input_shape[0], tf.TensorShape([input_shape[0][0], input_shape[0][1], input_shape[0][1]])]
         super().build(input_shape)
         # The parent made its attention layer as Keras's class; it builds (and makes its dropout)
         # on its first call. It becomes a TapasSelfAttention in place: a new object in its
@@ -97,6 +125,8 @@ class TapasTransformerBlock(nlp_layers.TransformerEncoderBlock):
         # the subclass adds no state, only its own `_build_attention`.
         if type(self._attention_layer) is tf_keras.layers.MultiHeadAttention:
             self._attention_layer.__class__ = TapasSelfAttention
+        if self.attention_mode == "row_column":
+            self._attention_layer.restricted = (self.row_heads, self.attention_block_size, self.global_attention_tokens)
         self._attention_dropout = BitDropout(rate=self._attention_dropout_rate)
         self._output_dropout = BitDropout(rate=self._output_dropout_rate)
         # Layer norms and the feed-forward activation run as fused kernels in training
