@@ -107,7 +107,7 @@ def _timed(qa) -> List[TimedRunner]:
     return timed
 
 
-def run_size(rows: int, model_dir: str) -> Dict:
+def run_size(rows: int, model_dir: str, kinds: str = "") -> Dict:
     from tapas_tf.qa.table_qa import TableQA
 
     qa = TableQA.from_model_dir(model_dir) if model_dir else TableQA.from_model_dir()
@@ -117,6 +117,8 @@ def run_size(rows: int, model_dir: str) -> Dict:
     slice_frame = frame.iloc[: 20].reset_index(drop=True)
     out = []
     for (kind, question, expected), (_, slice_question, slice_expected) in zip(questions(frame), questions(slice_frame)):
+        if kinds and kind not in kinds.split(","):
+            continue
         on_slice = qa.answer(slice_frame, slice_question)
         model_before = sum(t.seconds for t in timed)
         started = time.perf_counter()
@@ -138,14 +140,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--model_dir", default="")
     parser.add_argument("--output", default="")
+    parser.add_argument("--kinds", default="", help="Only these kinds of question, comma-separated.")
     parser.add_argument("--one_size", type=int, default=0, help=argparse.SUPPRESS)  # A child process.
     args = parser.parse_args()
     if args.one_size:
-        print(json.dumps(run_size(args.one_size, args.model_dir)))
+        print(json.dumps(run_size(args.one_size, args.model_dir, args.kinds)))
         return
     reports = []
     for size in (int(s) for s in args.sizes.split(",")):
-        command = [sys.executable, __file__, f"--one_size={size}", f"--model_dir={args.model_dir}"]
+        command = [sys.executable, __file__, f"--one_size={size}", f"--model_dir={args.model_dir}",
+                   f"--kinds={args.kinds}"]
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
         _print(reports[-1])

@@ -89,10 +89,15 @@ def row_scores(table: interaction_pb2.Table, question_words: FrozenSet[str],
                columns: Sequence[int]) -> np.ndarray:
     """<int64>[num_rows]: distinct question words among the row's cells of `columns`."""
     scores = np.zeros(len(table.rows), np.int64)
+    matched: dict = {}  # Text -> its question words: a big table repeats most of its texts.
     for index, row in enumerate(table.rows):
         found = set()
         for column in columns:
-            found |= words(row.cells[column].text) & question_words
+            text = row.cells[column].text
+            hits = matched.get(text)
+            if hits is None:
+                hits = matched[text] = words(text) & question_words
+            found |= hits
         scores[index] = len(found)
     return scores
 

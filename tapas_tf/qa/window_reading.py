@@ -36,7 +36,7 @@ Coordinate = Tuple[int, int]
 CHUNK_WINDOWS = 64
 # A question no window selects a cell for is asked again over candidate rows, among them the rows
 # sharing the most words with it, for tables of up to this many rows (ranking reads every cell).
-RANK_ROWS_UP_TO = 50_000
+RANK_ROWS_UP_TO = 1_000_000
 # A cell less probable than this is neither selected nor the best cell left out of any answer worth
 # reporting; keeping only the others keeps a 100,000-row table's reduce small.
 KEEP_PROBABILITY = 0.02
@@ -169,7 +169,7 @@ class WindowReader:
             if kind == "lookup":
                 return []
             rows = _fitting(windowed, row_windows.second_pass_rows(answers, SECOND_PASS_PER_WINDOW), answers)
-        return _fitting_in_order(windowed, rows + _related_rows(windowed))
+        return _fitting_in_order(windowed, rows + _best_matches(windowed)[1])
 
     def _second_pass(self, windowed: WindowedQuestion, rows: Sequence[int]
                      ) -> Tuple[Tuple[Coordinate, ...], Dict[Coordinate, float], int]:
@@ -243,27 +243,32 @@ def _all_numbers(windowed: WindowedQuestion, answers: Sequence[row_windows.Windo
 
 
 def _fallback_candidates(windowed: WindowedQuestion, scored: Sequence[_Window]) -> List[int]:
-    """Rows for the second pass of a question no window selected a cell for, best first: each window's
-    best cells' rows (the windows' first choices, then their second, ...), then the rows that share
-    the most words with the question (`pruning.rank_rows`, for a table small enough to rank:
-    `RANK_ROWS_UP_TO`)."""
+    """Rows for the second pass of a question no window selected a cell for, best first: the rows that
+    match the question best (`_best_matches`: "order O-020000" in a 100,000-row table is one row),
+    each window's best cells' rows (the windows' first choices, then their second, ...), then the
+    other rows by how many words they share with it."""
     by_window = []
     for window in scored:
         ranked = sorted(window.probabilities, key=lambda key: (-window.probabilities[key], key))
         by_window.append([cell[0] for cell in ranked[:SECOND_PASS_PER_WINDOW]])
     model_rows = [rows[i] for i in range(SECOND_PASS_PER_WINDOW) for rows in by_window if i < len(rows)]
-    related = _related_rows(windowed)
-    order = model_rows + related  # Measured on WTQ dev: the windows' own best rows first did best.
-    return list(dict.fromkeys(order))
+    best, related = _best_matches(windowed)
+    # Measured on WTQ dev: after the best matches, the windows' own best rows before the rest.
+    return list(dict.fromkeys(best + model_rows + related))
 
 
-def _related_rows(windowed: WindowedQuestion) -> List[int]:
-    """The rows read, most related to the question first (`pruning.rank_rows`); [] for a table too big
-    to rank (`RANK_ROWS_UP_TO`: ranking reads every cell)."""
+def _best_matches(windowed: WindowedQuestion) -> Tuple[List[int], List[int]]:
+    """(the rows with the most question words, when they are few: at most one window's worth; every
+    row read, most related first), by `pruning.row_scores`; ([], []) for a table too big to rank
+    (`RANK_ROWS_UP_TO`: ranking reads every cell)."""
     if windowed.rows_read > RANK_ROWS_UP_TO:
-        return []
+        return [], []
     table = windowed.table.table
-    return [int(r) for r in pruning.rank_rows(table, windowed.question, range(len(table.columns)))]
+    scores = pruning.row_scores(table, pruning.words(windowed.question), range(len(table.columns)))
+    ranked = [int(r) for r in np.argsort(-scores, kind="stable")]
+    top = int(scores.max()) if len(scores) else 0
+    best = [r for r in ranked if scores[r] == top] if top > 0 else []
+    return (best if len(best) <= windowed.encoder.max_table_shape[0] else []), ranked
 
 
 def _fitting_in_order(windowed: WindowedQuestion, rows: Sequence[int]) -> List[int]:
