@@ -268,4 +268,8 @@ def _notes(encoded: EncodedTable, cap: int, columns: Sequence[int], total_column
     trimmed = encoded.cells_longer_than(cap)
     if trimmed:
         notes.append(f"{trimmed:,} cells longer than {cap} word pieces were cut to fit a window.")
+    max_rank = encoded.config.max_rank
+    clamped = int(((encoded.ranks > max_rank) | (encoded.inv_ranks > max_rank)).sum())
+    if clamped:  # The same sentence as one example's (`ask_encoding`), for the same limit.
+        notes.append(f"{clamped:,} cells rank above {max_rank} in their column and share rank {max_rank}.")
     return tuple(notes)

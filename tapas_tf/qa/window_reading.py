@@ -30,7 +30,7 @@ from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule, cell_pr
 from tapas_tf.qa import pruning, row_windows
 from tapas_tf.qa.ask_results import AskResult, SelectedCell, TableReading
 from tapas_tf.qa.question_hints import question_kind
-from tapas_tf.qa.window_encoding import WindowedQuestion
+from tapas_tf.qa.window_encoding import WindowedQuestion, pack_rows
 
 Coordinate = Tuple[int, int]
 CHUNK_WINDOWS = 64
@@ -42,6 +42,9 @@ RANK_ROWS_UP_TO = 1_000_000
 KEEP_PROBABILITY = 0.02
 # Candidate rows of each window in a second pass, when all the selected rows do not fit one window.
 SECOND_PASS_PER_WINDOW = 3
+# Rounds of a knockout among more candidate rows than one example holds (each round divides them by
+# about the rows an example holds over SECOND_PASS_PER_WINDOW).
+KNOCKOUT_ROUNDS = 4
 
 
 class _Window:
@@ -149,12 +152,12 @@ class WindowReader:
 
     # --- second pass ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _second_pass_rows(windowed: WindowedQuestion, combined: row_windows.CombinedAnswer,
+    def _second_pass_rows(self, windowed: WindowedQuestion, combined: row_windows.CombinedAnswer,
                           answers: Sequence[row_windows.WindowAnswer]) -> List[int]:
         """The rows to ask again, or [] for none, for a lookup or superlative (NONE) that selected
         cells: the rows of every selected cell, when they fit one example (else, for a superlative
-        or comparison, each window's best candidates; a lookup's many rows are a list, kept whole),
+        or comparison, the winners of a knockout among them, `_knockout`; a lookup's many rows are
+        a list, kept whole),
         filled up with the rows that share the most words with the question (what pruning would
         show the model). On WTQ dev's tables beyond 512 tokens this beat keeping the windows' own
         answer. Counts, totals and averages answered with cells (by a model without an aggregation
@@ -168,8 +171,31 @@ class WindowReader:
         if not windowed.fits(rows):
             if kind == "lookup":
                 return []
-            rows = _fitting(windowed, row_windows.second_pass_rows(answers, SECOND_PASS_PER_WINDOW), answers)
+            rows = self._knockout(windowed, _fitting(windowed, rows, answers, fit=False))
         return _fitting_in_order(windowed, rows + _best_matches(windowed)[1])
+
+    def _knockout(self, windowed: WindowedQuestion, rows: List[int]) -> List[int]:
+        """Candidate rows (best first) cut to what fits one example by rounds: the candidates are
+        asked in groups that fit one example each, and each group's best cells' rows (at most
+        SECOND_PASS_PER_WINDOW) go on, until they fit; a superlative's winner beats hundreds of
+        window winners in two or three rounds."""
+        budget = windowed.encoder.config.max_seq_length - windowed._fixed_length  # pylint: disable=protected-access
+        most = max(1, min(windowed.encoder.max_table_shape[0], windowed.encoder.trained_rows))
+        for _ in range(KNOCKOUT_ROUNDS):
+            if windowed.fits(sorted(rows)):
+                break
+            order = sorted(rows)
+            groups = [tuple(order[i] for i in group)
+                      for group in pack_rows(windowed._row_lengths[order], budget, most)]  # pylint: disable=protected-access
+            winners: List[int] = []
+            for group, window in zip(groups, self._ask(windowed, groups, [windowed.features(g) for g in groups])):
+                chosen = window.cells(row_windows.NONE, self.rule) or tuple(window.probabilities)
+                ranked = sorted(chosen, key=lambda key: (-window.probabilities.get(key, 0.0), key))
+                winners.extend(cell[0] for cell in ranked[:SECOND_PASS_PER_WINDOW])
+            if len(set(winners)) >= len(rows):
+                break  # No group chose: the best candidates by their first scores.
+            rows = list(dict.fromkeys(winners))
+        return _fitting_in_order(windowed, rows)
 
     def _second_pass(self, windowed: WindowedQuestion, rows: Sequence[int]
                      ) -> Tuple[Tuple[Coordinate, ...], Dict[Coordinate, float], int]:
@@ -288,17 +314,20 @@ def _fitting_in_order(windowed: WindowedQuestion, rows: Sequence[int]) -> List[i
     return sorted(chosen)
 
 
-def _fitting(windowed: WindowedQuestion, rows: Sequence[int], answers: Sequence[row_windows.WindowAnswer]) -> List[int]:
-    """The most probable of `rows` (by their best selected cell) that fit one example, in table order."""
-    best: Dict[int, float] = {}
+def _fitting(windowed: WindowedQuestion, rows: Sequence[int], answers: Sequence[row_windows.WindowAnswer],
+             fit: bool = True) -> List[int]:
+    """The best of `rows` that fit one example, in table order (`fit` False: all of them, best first).
+    A row is as good as its best selected
+    cell: the most probable first, and among equally probable ones those of a window that selected
+    fewer cells (a window that picks one cell names its winner; one that picks every cell of a
+    column, as a window without a top-ranked value may, names none)."""
+    best: Dict[int, Tuple[float, int]] = {}
     for answer in answers:
         for cell in answer.cells:
-            best[cell[0]] = max(best.get(cell[0], 0.0), answer.cell_probabilities.get(cell, 0.0))
-    chosen: List[int] = []
-    for row in sorted(rows, key=lambda r: (-best.get(r, 0.0), r)):
-        if windowed.fits(sorted(chosen + [row])):
-            chosen.append(row)
-    return sorted(chosen)
+            key = (-answer.cell_probabilities.get(cell, 0.0), len(answer.cells))
+            best[cell[0]] = min(best.get(cell[0], key), key)
+    ordered = sorted(rows, key=lambda r: best.get(r, (0.0, 0)) + (r,))
+    return _fitting_in_order(windowed, ordered) if fit else ordered
 
 
 def _selected(windowed: WindowedQuestion, row: int, column: int, probability: float) -> SelectedCell:

@@ -282,3 +282,22 @@ def test_a_window_answer_names_rows_and_columns_of_the_users_table(vocab):
     assert payload["reading"]["rows_read"] == ROWS and payload["reading"]["columns"] == ["name", "colour", "points"]
     assert not math.isnan(result.confidence)
     assert isinstance(encode_windows(encoder, encoder.prepare(TABLE), "q?"), WindowedQuestion)
+
+
+def test_a_superlative_over_more_window_winners_than_one_example_holds_is_settled_by_a_knockout(vocab):
+    """200 rows: every window names its own highest points, more winners than fit one example; groups
+    of them are asked in rounds until the table's highest (on row 137) is the answer."""
+    rows = 200
+    points = [(61 * r) % 1009 for r in range(rows)]  # Distinct; the largest is 1005, on row 137.
+    table = pd.DataFrame({"name": [f"a{r}" for r in range(rows)], "points": [str(p) for p in points]})
+    winner = max(range(rows), key=points.__getitem__)
+
+    def local_best(f):  # Inverse rank 1 is the column's largest; each example picks its smallest.
+        cells = (f["column_ids"] == 2) & (f["row_ids"] > 0)
+        return cells & (f["inv_column_ranks"] == f["inv_column_ranks"][cells].min())
+
+    runner = ScriptedRunner(local_best)
+    result = qa_with(vocab, runner).answer(table, "which has the highest points?")
+    assert result.reading.windows_with_cells == result.reading.windows > 8
+    assert result.coordinates == ((winner, 1),) and result.answers == (str(points[winner]),)
+    assert runner.calls > -(-result.reading.windows // 16) + 1  # The rounds of the knockout.
