@@ -286,9 +286,9 @@ def test_a_window_answer_names_rows_and_columns_of_the_users_table(vocab):
 
 def test_a_superlative_over_more_window_winners_than_one_example_holds_is_settled_by_a_knockout(vocab):
     """200 rows: every window names its own highest points, more winners than fit one example; groups
-    of them are asked in rounds until the table's highest (on row 137) is the answer."""
+    of them are asked in rounds until the table's highest (1004, on row 33) is the answer."""
     rows = 200
-    points = [(61 * r) % 1009 for r in range(rows)]  # Distinct; the largest is 1005, on row 137.
+    points = [(61 * r) % 1009 for r in range(rows)]  # Distinct; the largest is 1004, on row 33.
     table = pd.DataFrame({"name": [f"a{r}" for r in range(rows)], "points": [str(p) for p in points]})
     winner = max(range(rows), key=points.__getitem__)
 
