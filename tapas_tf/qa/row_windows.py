@@ -16,8 +16,8 @@ answers combine exactly, because the three operators decompose over disjoint row
   total over the count of cells with a number. A window's own COUNT or AVERAGE is never used.
 
 A lookup or a superlative ("which X has the highest Y?") cannot be combined by union: each window
-names its own winner. `second_pass_rows` gives the rows the windows' best cells are in, the input of
-a second question over those rows only, whose answer decides (`needs_second_pass` says when).
+names its own winner. `combine` keeps them all, and `window_reading` asks the question once more
+over their rows (a second pass, or a knockout when they do not fit one example) to decide.
 
 This module is pure Python over coordinates and probabilities: the caller asks the model and maps
 each window's cells back to the table's rows (a window's row r is the table's `window.rows[r]`).
@@ -34,8 +34,7 @@ from tapas_tf.inference.execution import AGGREGATION_NAMES
 Coordinate = Tuple[int, int]  # (body row of the whole table, column).
 NONE, SUM, AVERAGE, COUNT = AGGREGATION_NAMES
 
-__all__ = ["CombinedAnswer", "WindowAnswer", "choose_operator", "combine", "needs_second_pass",
-           "second_pass_rows", "split_rows"]
+__all__ = ["CombinedAnswer", "WindowAnswer", "choose_operator", "combine", "split_rows"]
 
 
 def split_rows(num_rows: int, rows_per_window: int) -> List[range]:
@@ -105,14 +104,6 @@ class CombinedAnswer:
     windows_with_cells: int
     rows_read: int
 
-    def how_made(self) -> str:
-        """One sentence for the answer's notes."""
-        text = (f"Read all {self.rows_read:,} rows in {self.windows} windows; {len(self.cells)} cells selected in "
-                f"{self.windows_with_cells} of them")
-        if self.operator in (SUM, AVERAGE):
-            text += f"; {self.operator} over the {self.numbers_used} with a number"
-        return text + "."
-
 
 def choose_operator(windows: Sequence[WindowAnswer]) -> Tuple[str, Dict[str, float]]:
     """The operator with the highest mean probability over the windows that selected a cell (over
@@ -157,21 +148,3 @@ def combine(windows: Sequence[WindowAnswer], number_of: Callable[[Coordinate], O
     return CombinedAnswer(operator=operator, cells=cells, value=value, numbers_used=len(numbers),
                           operator_probabilities=mean, windows=len(windows),
                           windows_with_cells=sum(1 for w in windows if w.cells), rows_read=len(seen))
-
-
-def needs_second_pass(combined: CombinedAnswer, windows: Sequence[WindowAnswer]) -> bool:
-    """A lookup or superlative (NONE) whose cells come from more than one window: the windows'
-    winners compete, and only a question over their rows together can choose between them."""
-    return combined.operator == NONE and sum(1 for w in windows if w.cells) > 1
-
-
-def second_pass_rows(windows: Sequence[WindowAnswer], per_window: int = 3) -> List[int]:
-    """The table rows of each window's `per_window` most probable selected cells, in table order:
-    a small table on which the question is asked once more."""
-    if per_window < 1:
-        raise ValueError(f"per_window must be at least 1, got {per_window}")
-    rows = set()
-    for window in windows:
-        ranked = sorted(window.cells, key=lambda cell: (-window.cell_probabilities.get(cell, 0.0), cell))
-        rows.update(cell[0] for cell in ranked[:per_window])
-    return sorted(rows)

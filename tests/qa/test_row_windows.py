@@ -21,8 +21,6 @@ from tapas_tf.qa.row_windows import (
     WindowAnswer,
     choose_operator,
     combine,
-    needs_second_pass,
-    second_pass_rows,
     split_rows,
 )
 
@@ -65,7 +63,7 @@ def test_a_count_split_across_windows_adds_up():
     assert (combined.operator, combined.value) == ("COUNT", 5.0)  # Not 2 + 1 + 2 counted per window and
     assert combined.cells == ((0, 0), (2, 0), (6, 0), (7, 0), (8, 0))  # then guessed: the cells themselves.
     assert combined.operator_probabilities["COUNT"] == pytest.approx((0.9 + 0.6 + 0.7) / 3)
-    assert combined.how_made() == "Read all 10 rows in 3 windows; 5 cells selected in 3 of them."
+    assert (combined.rows_read, combined.windows, combined.windows_with_cells, len(combined.cells)) == (10, 3, 3, 5)
 
 
 def test_an_average_over_uneven_windows_is_the_total_over_the_count():
@@ -92,34 +90,28 @@ def test_cells_without_a_number_are_left_out_of_a_sum_and_said_so():
     windows = [WindowAnswer((0, 1), ((0, 0), (0, 1), (1, 1)), operator_probabilities=_probabilities(SUM=0.9))]
     combined = combine(windows, number_of)
     assert (combined.value, combined.numbers_used) == (8.0, 2)
-    assert combined.how_made().endswith("SUM over the 2 with a number.")
+    assert combined.numbers_used == 2
     no_numbers = combine([WindowAnswer((0,), ((0, 0),), operator_probabilities=_probabilities(SUM=0.9))], number_of)
     assert no_numbers.value is None
 
 
-def test_a_superlative_whose_winner_is_in_the_last_window_is_settled_by_a_second_pass():
-    """"which name has the most orders?": each window names its own best row; the second pass reads
-    the windows' best rows together, where i (9 orders, the last window's) wins."""
+def test_a_superlative_keeps_every_windows_winner_for_the_second_pass():
+    """"which name has the most orders?": each window names its own best row; `combine` keeps them all
+    (the second pass over their rows, where i wins, is window_reading's: tests/qa/test_window_reading.py)."""
     windows = [
         WindowAnswer((0, 1, 2, 3), ((2, 0),), {(2, 0): 0.7, (0, 0): 0.2}, _probabilities(NONE=0.95)),
         WindowAnswer((4, 5, 6), ((6, 0),), {(6, 0): 0.6}, _probabilities(NONE=0.9)),
         WindowAnswer((7, 8, 9), ((8, 0), (7, 0)), {(8, 0): 0.8, (7, 0): 0.55}, _probabilities(NONE=0.9)),
     ]
     combined = combine(windows, number_of)
-    assert combined.operator == "NONE" and needs_second_pass(combined, windows)
-    assert second_pass_rows(windows, per_window=1) == [2, 6, 8]
-    assert second_pass_rows(windows, per_window=3) == [2, 6, 7, 8]
-    # The second pass is one window over those rows; its answer is the whole answer.
-    second = WindowAnswer((2, 6, 8), ((8, 0),), {(8, 0): 0.9}, _probabilities(NONE=0.97))
-    final = combine([second], number_of)
-    assert final.cells == ((8, 0),) and not needs_second_pass(final, [second])
+    assert combined.operator == "NONE" and combined.value is None
+    assert combined.cells == ((2, 0), (6, 0), (7, 0), (8, 0)) and combined.windows_with_cells == 3
 
 
 def test_a_model_without_an_aggregation_head_answers_with_the_cells():
     windows = [WindowAnswer((0, 1), ((1, 0),)), WindowAnswer((2, 3), ())]
     combined = combine(windows, number_of)
     assert (combined.operator, combined.value, combined.operator_probabilities) == ("NONE", None, {})
-    assert not needs_second_pass(combined, windows)  # One window selected: nothing competes.
     assert choose_operator([WindowAnswer((0,), (), operator_probabilities=_probabilities(COUNT=0.8))])[0] == "COUNT"
 
 
