@@ -95,7 +95,10 @@ def render_table_html(table: interaction_pb2.Table, result: Optional[AskResult] 
     """
     selected = set(result.coordinates) if result else set()
     probabilities = result.cell_probabilities if result else {}
-    unseen = _PRUNED_CELL if probabilities else ""  # The model saw other cells, not this one.
+    # A cell the model did not see (pruning cut its row or column) is greyed; one it saw may have
+    # no probability on record (a big table's windows keep only those that could matter).
+    kept_rows = set(result.kept_rows) if result else set()
+    kept_columns = set(result.kept_columns) if result else set()
     width = len(table.columns)
     parts = ["<table><thead><tr>" + "".join(f"<th>{html.escape(c.text)}</th>" for c in table.columns)
              + "</tr></thead><tbody>"]
@@ -111,7 +114,10 @@ def render_table_html(table: interaction_pb2.Table, result: Optional[AskResult] 
             coordinate = (row_index, column)
             mark = ' class="selected"' if coordinate in selected else ""
             p = probabilities.get(coordinate)
-            seen = unseen if p is None else f' title="p = {p:.3f}" data-probability="{p:.4f}"'
+            if p is not None:
+                seen = f' title="p = {p:.3f}" data-probability="{p:.4f}"'
+            else:
+                seen = _PRUNED_CELL if result and (row_index not in kept_rows or column not in kept_columns) else ""
             cells.append(f'<td{mark}{seen} data-row="{row_index}" data-column="{column}">'
                          f"{html.escape(cell.text)}</td>")
         parts.append("<tr>" + "".join(cells) + "</tr>")

@@ -359,11 +359,20 @@ OPERATOR_WORDS = {"SUM": "Sum", "AVERAGE": "Average", "COUNT": "Count"}
 _MAX_NUMBERS_SHOWN = 12
 
 
+_MAX_CELLS_SHOWN = 12
+
+
 def answer_line(result: AskResult) -> str:
     """The answer as a person reads it: the cells' texts for a lookup, else "Sum of 3 cells = 14",
     "Average of 2 cells = 4.5", "Count: 3" (never the operator's internal name)."""
-    if result.operator not in OPERATOR_WORDS:
-        return result.answer_text if result.cells else "No answer: the model selected no cell"
+    if result.operator not in OPERATOR_WORDS or result.computed is not None:
+        if not result.cells:
+            return "No answer: the model selected no cell"
+        if result.computed is not None or len(result.answers) <= _MAX_CELLS_SHOWN:
+            return result.answer_text
+        # A lookup over a big table's windows may select hundreds of cells: the table shows them all.
+        shown = ", ".join(result.answers[:_MAX_CELLS_SHOWN])
+        return f"{shown}, … and {len(result.answers) - _MAX_CELLS_SHOWN:,} more (highlighted in the table)"
     word = OPERATOR_WORDS[result.operator]
     if result.operator == "COUNT":
         return f"{word}: {format_number(result.value)}"
@@ -425,14 +434,18 @@ class SortedNotes:
 # the same for most questions about a table and no reason to doubt an answer. The page says each
 # once per table, in these words, and keeps the exact sentence in the answer's details.
 _ROUTINE_NOTES = (
-    (re.compile(r"^\d+ cells were cut to fewer word pieces"),
+    (re.compile(r"^[\d,]+ cells (were cut to fewer word pieces|longer than \d+ word pieces were cut)"),
      "Some long cells are shortened to fit the model: it reads only their beginning."),
-    (re.compile(r"^\d+ cells rank above \d+ in their column"),
+    (re.compile(r"^[\d,]+ cells rank above \d+ in their column"),
      "Some columns hold more different values than the model can put in order, so comparisons "
      "there (largest, earliest) are approximate."),
     (re.compile(r"^The model saw \d+ rows; its heads were trained for at most"),
      "The model reads more rows of this table than it was trained on; answers in the later rows "
      "are less reliable."),
+    # How a big table was read, when it was read whole (a limit that cut it stays with the answer).
+    (re.compile(r"^Read all [\d,]+ rows in [\d,]+ windows"),
+     "This table is bigger than the model reads at once: each question reads every row, in windows "
+     "of rows, so counts and totals cover the whole table."),
 )
 # Sentences that change what an answer means, in plain words; anything else the ask API says
 # (the note of a model that cannot count, tapas_tf/qa/question_hints.py) is shown as it is.

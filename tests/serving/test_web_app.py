@@ -194,7 +194,8 @@ def test_a_big_table_says_it_is_read_in_windows(client):
     assert any("300 rows" in note and "in windows of rows" in note for note in table["notes"]), table["notes"]
     answer = _ask(client, table["session"], "which city?").json()
     assert answer["reading"]["rows_read"] == 300 and answer["reading"]["windows"] > 1
-    assert any(note.startswith("Read all 300 rows in ") for note in answer["answer_notes"]), answer["answer_notes"]
+    assert any(note.startswith("Read all 300 rows in ") for note in answer["details"]), answer["details"]
+    assert any("each question reads every row, in windows" in note for note in answer["table_notes"])
     assert 'class="pruned"' not in answer["table_html"]
 
 

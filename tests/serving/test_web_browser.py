@@ -217,8 +217,9 @@ def test_an_aggregation_answer_shows_the_executed_value(page, tmp_path, monkeypa
     assert [t for _, _, t, _ in _selected(browser)] == ["2", "4", "8"]
 
 
-def test_the_latest_answer_stays_beside_a_long_table(page, tmp_path):
-    browser, *_ = page
+def test_the_latest_answer_stays_beside_a_long_table(page, tmp_path, monkeypatch):
+    browser, _, qa = page
+    monkeypatch.setattr(qa, "windows", False)  # The pruned layout; windows: the test below.
     table = tmp_path / "towns.csv"
     rows = [[f"town{i}", f"land{i}", str(i)] for i in range(200)]
     pd.DataFrame(rows, columns=HEADER).to_csv(table, index=False)
@@ -381,3 +382,21 @@ def test_files_uploaded_together_are_asked_as_a_collection(collection_page, tmp_
     _wait(browser).until(lambda b: line.text.startswith("Collection my_tables: 3 tables"))
     assert not browser.find_elements(By.CSS_SELECTOR, "#skipped-files li")
     assert _ask(browser, "what population?") == "A: 2" and _from_table(browser) == "From table cities (cities.csv)"
+
+
+def test_a_big_table_read_in_windows_keeps_its_answer_in_view(page, tmp_path):
+    """300 rows, more than one example holds: every row is read; the page says so once, above the
+    table, and a lookup that selects many cells names the first dozen and keeps them highlighted."""
+    browser, *_ = page
+    table = tmp_path / "towns.csv"
+    pd.DataFrame([[f"town{i}", f"land{i}", str(i)] for i in range(300)], columns=HEADER).to_csv(table, index=False)
+    _upload(browser, str(table))
+    _wait(browser).until(lambda b: b.find_element(By.ID, "table-info").text == "towns.csv: 300 rows, 3 columns")
+    for question in ("which city?", "what population?"):
+        _ask(browser, question)
+        latest = browser.find_elements(By.CSS_SELECTOR, "#conversation > li")[-1]
+        assert _in_viewport(browser, latest.find_element(By.CLASS_NAME, "answer")), question
+        assert len(latest.find_element(By.CLASS_NAME, "answer").text) < 400
+    table_notes = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#table-notes li")]
+    assert any("reads every row, in windows" in note for note in table_notes), table_notes
+    assert not browser.find_elements(By.CSS_SELECTOR, "#table td.pruned")
