@@ -93,6 +93,7 @@ def _group(query, key, value, segment, segments, block_size, global_tokens, drop
     query, key, value = (tf.pad(t, [[0, 0], [0, pad], [0, 0], [0, 0]]) for t in (query, key, value))
     segment = tf.pad(segment, [[0, 0], [0, pad]], constant_values=-1)
     local_ok = tf.pad(local_ok, [[0, 0], [0, pad]])
+    is_global = tf.pad(is_global, [[0, 0], [0, pad]])  # A sequence shorter than global_tokens too.
     padded = length + pad
     positions = tf.range(padded)[None, :]
     # Table tokens by (segment, position); the question's tokens and padding after them.
