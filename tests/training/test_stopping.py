@@ -281,20 +281,24 @@ _KILLED_IN_SAVES = """
 """
 
 
+_MARK = re.compile(r"(RESUMED|SAVED|ARMED) (-?\d+)|(KILLED|EXITED)\b")
+
+
 def _killed_runs(stdout: str) -> List[Dict[str, object]]:
     """Per child: the step it resumed at, the steps whose save returned, the step it was killed
-    saving, and whether SIGKILL ended it."""
+    saving, and whether SIGKILL ended it. Marks are found anywhere in a line: a child's output
+    written without a line end (TensorFlow's, as it dies) may run into the parent's next mark."""
     runs, run = [], {"saved": []}
-    for line in stdout.splitlines():
-        word, _, value = line.partition(" ")
+    for match in _MARK.finditer(stdout):
+        word, value, end = match.group(1), match.group(2), match.group(3)
         if word == "RESUMED":
             run["resumed"] = int(value)
         elif word == "SAVED":
             run["saved"].append(int(value))
         elif word == "ARMED":
             run["armed"] = int(value)
-        elif word in ("KILLED", "EXITED"):
-            run["killed"] = word == "KILLED"
+        elif end:
+            run["killed"] = end == "KILLED"
             runs.append(run)
             run = {"saved": []}
     return runs
@@ -311,7 +315,8 @@ def test_sigkill_at_random_points_of_checkpoint_saves_always_leaves_a_complete_c
     # slow down many times over beside other work): the test is about what the kills leave.
     assert result.returncode == 0, result.stderr[-3000:]
     runs = _killed_runs(result.stdout)
-    assert len(runs) == KILLS and all(run["killed"] for run in runs), (runs, result.stderr[-3000:])
+    assert len(runs) == KILLS and all(run["killed"] for run in runs), (runs, result.stdout[-3000:],
+                                                                       result.stderr[-2000:])
     assert runs[0]["resumed"] == 0
     for run in runs:
         # Resumed at the newest step saved, trained three steps, killed saving the third.
