@@ -19,7 +19,6 @@ Nothing here runs the model: `window_reading` asks the windows and combines thei
 """
 
 import dataclasses
-import functools
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -54,6 +53,9 @@ class WindowedQuestion:
       max_rows: the row limit that cut the table (the rows read are its first `max_rows`), or None.
       previous: the previous answer's cells, in `table`'s coordinates (a follow-up).
       relations: <int64>[rows * columns] numeric relations of each cell to the question.
+      row_lengths: <int64>[rows] tokens of each body row under `cap`.
+      row_budget: tokens one example has for body rows, after the question and the header.
+      max_window_rows: the most body rows a window holds (the model's trained rows).
       diagnostics: what a user should know about this answer's input, one sentence each.
       for_aggregation_model, follow_up, alternative: as `EncodedQuestion`'s.
     """
@@ -69,6 +71,9 @@ class WindowedQuestion:
     max_rows: Optional[int]
     previous: Tuple[Coordinate, ...]
     relations: np.ndarray
+    row_lengths: np.ndarray
+    row_budget: int
+    max_window_rows: int
     diagnostics: Tuple[str, ...]
     encoder: Any = dataclasses.field(repr=False, compare=False, default=None)  # The TableEncoder.
     for_aggregation_model: bool = False
@@ -96,17 +101,7 @@ class WindowedQuestion:
     def fits(self, rows: Sequence[int]) -> bool:
         """Whether the header and `rows` fit one example with the question."""
         return (len(rows) <= self.encoder.max_table_shape[0]
-                and self._fixed_length + int(self._row_lengths[list(rows)].sum()) <= self.encoder.config.max_seq_length)
-
-    @functools.cached_property
-    def _row_lengths(self) -> np.ndarray:
-        return self.table.row_lengths(self.cap)
-
-    @functools.cached_property
-    def _fixed_length(self) -> int:
-        """Tokens of the question (with [CLS] and [SEP]) and the header."""
-        question = len(self.encoder.tokenizer.tokenize(self.question_proto.original_text)) + 2
-        return question + self.table.header_length(self.cap)
+                and int(self.row_lengths[list(rows)].sum()) <= self.row_budget)
 
     def cell(self, row: int, column: int) -> interaction_pb2.Cell:
         """The cell at the user's (row, column); the column must be a kept one."""
@@ -147,7 +142,8 @@ def encode_windows(encoder, prepared: PreparedTable, question: str,
     max_window_rows = max(1, min(encoder.max_table_shape[0], encoder.trained_rows))
     columns = pruning.choose_columns(table, question, encoder.max_table_shape[1])
     columns, encoded, cap = _fit_columns(encoder, table, question, rows_read, columns, budget, max_window_rows)
-    windows = pack_rows(encoded.row_lengths(cap), budget - encoded.header_length(cap), max_window_rows)
+    row_lengths, row_budget = encoded.row_lengths(cap), budget - encoded.header_length(cap)
+    windows = pack_rows(row_lengths, row_budget, max_window_rows)
     kept = set(columns)
     at = {column: index for index, column in enumerate(columns)}
     previous = tuple((int(r), at[int(c)]) for r, c in previous_answer if int(r) < rows_read and int(c) in kept)
@@ -156,7 +152,8 @@ def encode_windows(encoder, prepared: PreparedTable, question: str,
         question=question.strip(), table=encoded, question_proto=proto_question, columns=tuple(columns),
         windows=tuple(tuple(w) for w in windows), cap=cap, total_rows=total_rows, total_columns=total_columns,
         max_rows=max_rows if rows_read < total_rows else None, previous=previous,
-        relations=encoded.cell_relations(proto_question), diagnostics=notes, encoder=encoder,
+        relations=encoded.cell_relations(proto_question), row_lengths=row_lengths, row_budget=row_budget,
+        max_window_rows=max_window_rows, diagnostics=notes, encoder=encoder,
         follow_up=bool(previous_answer))
 
 

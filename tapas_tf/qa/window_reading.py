@@ -100,22 +100,17 @@ class WindowReader:
         probabilities: Dict[Coordinate, float] = {}
         for window in scored:
             probabilities.update(window.probabilities)
-        second_pass = 0
         rows = self._second_pass_rows(windowed, combined, answers)
-        if rows:
-            cells, second_probabilities, length = self._second_pass(windowed, rows)
-            probabilities.update(second_probabilities)
-            second_pass = len(rows)
-            lengths.append(length)
-        if combined.operator == row_windows.NONE and not cells and self.rule.fallback_to_best_cell and probabilities:
+        if (not rows and combined.operator == row_windows.NONE and not cells and self.rule.fallback_to_best_cell
+                and probabilities):
             # No window is sure of a cell: their best cells compete, and probabilities from different
             # windows are not comparable, so the question is asked again over those cells' rows.
             rows = _fitting_in_order(windowed, _fallback_candidates(windowed, scored))
+        if rows:
             cells, second_probabilities, length = self._second_pass(windowed, rows)
             probabilities.update(second_probabilities)
-            second_pass = len(rows)
             lengths.append(length)
-        return self._result(windowed, combined, cells, probabilities, lengths, scored, limit, second_pass)
+        return self._result(windowed, combined, cells, probabilities, lengths, scored, limit, len(rows))
 
     # --- map ------------------------------------------------------------------------------------
 
@@ -171,7 +166,7 @@ class WindowReader:
         if not windowed.fits(rows):
             if kind == "lookup":
                 return []
-            rows = self._knockout(windowed, _fitting(windowed, rows, answers, fit=False))
+            rows = self._knockout(windowed, _best_first(rows, answers))
         return _fitting_in_order(windowed, rows + _best_matches(windowed)[1])
 
     def _knockout(self, windowed: WindowedQuestion, rows: List[int]) -> List[int]:
@@ -179,14 +174,12 @@ class WindowReader:
         asked in groups that fit one example each, and each group's best cells' rows (at most
         SECOND_PASS_PER_WINDOW) go on, until they fit; a superlative's winner beats hundreds of
         window winners in two or three rounds."""
-        budget = windowed.encoder.config.max_seq_length - windowed._fixed_length  # pylint: disable=protected-access
-        most = max(1, min(windowed.encoder.max_table_shape[0], windowed.encoder.trained_rows))
         for _ in range(KNOCKOUT_ROUNDS):
             if windowed.fits(sorted(rows)):
                 break
             order = sorted(rows)
-            groups = [tuple(order[i] for i in group)
-                      for group in pack_rows(windowed._row_lengths[order], budget, most)]  # pylint: disable=protected-access
+            groups = [tuple(order[i] for i in group) for group in pack_rows(
+                windowed.row_lengths[order], windowed.row_budget, windowed.max_window_rows)]
             winners: List[int] = []
             for group, window in zip(groups, self._ask(windowed, groups, [windowed.features(g) for g in groups])):
                 chosen = window.cells(row_windows.NONE, self.rule) or tuple(window.probabilities)
@@ -203,11 +196,13 @@ class WindowReader:
         features = windowed.features(rows)
         length = len(features["input_ids"])
         outputs = self.runner(length, [features])
-        window = _scored(windowed, tuple(rows), features, outputs["probabilities"][0], None)
-        cells = window.cells(row_windows.NONE, self.rule)
-        if not cells and self.rule.fallback_to_best_cell and window.probabilities:
-            cells = (max(window.probabilities, key=window.probabilities.get),)
-        return cells, window.probabilities, length
+        # The decoding rule's own threshold and best-cell fallback; the operator stays the windows'.
+        prediction = self.rule.decode("second pass", outputs["probabilities"][0][:length], features["column_ids"],
+                                      features["row_ids"], features["input_mask"])
+        user = lambda row, column: (rows[row], windowed.columns[column])  # noqa: E731
+        cells = tuple(sorted(user(*cell) for cell in prediction.coordinates))
+        probabilities = {user(*cell): float(p) for cell, p in prediction.cell_probabilities.items()}
+        return cells, probabilities, length
 
     # --- the answer -------------------------------------------------------------------------------
 
@@ -219,12 +214,10 @@ class WindowReader:
                          for row, column in sorted(cells))
         numbers = tuple(c.number for c in selected if c.number is not None)
         value: Optional[float] = None
-        if operator == row_windows.COUNT:
-            value = float(len(selected))
-        elif operator == row_windows.SUM:
-            value = math.fsum(numbers)
-        elif operator == row_windows.AVERAGE:
-            value = math.fsum(numbers) / len(numbers) if numbers else math.nan
+        if operator != row_windows.NONE:  # The one executor of SUM, AVERAGE and COUNT, on the cells read.
+            at = {column: index for index, column in enumerate(windowed.columns)}
+            value = float(execution.execute([(cell.row, at[cell.column]) for cell in selected],
+                                            AGGREGATION_NAMES.index(operator), windowed.table.table))
         rows_read = sum(len(w.rows) for w in scored)
         reading = TableReading(
             rows_read=rows_read, total_rows=windowed.total_rows, windows_read=len(scored),
@@ -299,8 +292,7 @@ def _best_matches(windowed: WindowedQuestion) -> Tuple[List[int], List[int]]:
 
 def _fitting_in_order(windowed: WindowedQuestion, rows: Sequence[int]) -> List[int]:
     """The first of `rows` (best first, repeats ignored) that fit one example together, in table order."""
-    # pylint: disable=protected-access
-    lengths, budget = windowed._row_lengths, windowed.encoder.config.max_seq_length - windowed._fixed_length
+    lengths, budget = windowed.row_lengths, windowed.row_budget
     most = windowed.encoder.max_table_shape[0]
     chosen: Dict[int, None] = {}
     used = 0
@@ -314,20 +306,17 @@ def _fitting_in_order(windowed: WindowedQuestion, rows: Sequence[int]) -> List[i
     return sorted(chosen)
 
 
-def _fitting(windowed: WindowedQuestion, rows: Sequence[int], answers: Sequence[row_windows.WindowAnswer],
-             fit: bool = True) -> List[int]:
-    """The best of `rows` that fit one example, in table order (`fit` False: all of them, best first).
-    A row is as good as its best selected
-    cell: the most probable first, and among equally probable ones those of a window that selected
-    fewer cells (a window that picks one cell names its winner; one that picks every cell of a
-    column, as a window without a top-ranked value may, names none)."""
+def _best_first(rows: Sequence[int], answers: Sequence[row_windows.WindowAnswer]) -> List[int]:
+    """`rows`, the best first. A row is as good as its best selected cell: the most probable first, and
+    among equally probable ones those of a window that selected fewer cells (a window that picks one
+    cell names its winner; one that picks every cell of a column, as a window without a top-ranked
+    value may, names none)."""
     best: Dict[int, Tuple[float, int]] = {}
     for answer in answers:
         for cell in answer.cells:
             key = (-answer.cell_probabilities.get(cell, 0.0), len(answer.cells))
             best[cell[0]] = min(best.get(cell[0], key), key)
-    ordered = sorted(rows, key=lambda r: best.get(r, (0.0, 0)) + (r,))
-    return _fitting_in_order(windowed, ordered) if fit else ordered
+    return sorted(rows, key=lambda r: best.get(r, (0.0, 0)) + (r,))
 
 
 def _selected(windowed: WindowedQuestion, row: int, column: int, probability: float) -> SelectedCell:
