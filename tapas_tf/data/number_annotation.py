@@ -113,21 +113,22 @@ def add_numeric_table_values(
     """
     _check_fraction(min_consolidation_fraction)
     _check_rectangular(table)
-    rows = [list(row.cells) for row in table.rows]
-    for cells in rows:
-        for cell in cells:
+    # The texts, not the cells: a message wrapper per cell held at once took ~300 MB for 10^6 cells.
+    texts = [[cell.text for cell in row.cells] for row in table.rows]
+    for row in table.rows:
+        for cell in row.cells:
             cell.ClearField("numeric_value")
     for column_index in range(len(table.columns)):
         parsed: dict = {}  # A text repeated down a column (a city, a status) is parsed once.
         values_by_row = {}
-        for row_index, cells in enumerate(rows):
-            text = cells[column_index].text
+        for row_index, row_texts in enumerate(texts):
+            text = row_texts[column_index]
             if text not in parsed:
                 parsed[text] = number_parsing.cell_values(text)
             values_by_row[row_index] = parsed[text]
         chosen = _consolidate(values_by_row, min_consolidation_fraction, _primitive_kind)
         for row_index, value in chosen.items():
-            number_parsing.set_proto(rows[row_index][column_index].numeric_value, value)
+            number_parsing.set_proto(table.rows[row_index].cells[column_index].numeric_value, value)
 
 
 def add_numeric_values_to_question(question: interaction_pb2.Question) -> None:

@@ -25,6 +25,7 @@ from tapas_tf.features.conversion_config import (
 )
 
 EMPTY_TOKEN = "[EMPTY]"
+_TOKENIZE_ROWS = 10_000  # Rows tokenised in one batch (distinct texts only).
 
 
 @dataclasses.dataclass
@@ -265,17 +266,26 @@ def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool)
     """Header then body rows of CellTokens, with every distinct cell text tokenised once, in one batch
     (a big table repeats most of its texts: cities, statuses, small numbers); cells with the same
     text share one CellTokens, which nothing changes."""
-    header = ["" if strip_header else cell.text for cell in table.columns]
-    texts = header + [cell.text for row in table.rows for cell in row.cells]
-    distinct = list(dict.fromkeys(texts))
-    by_text = {}
-    for text, tokens in zip(distinct, tokenizer.tokenize_cells(distinct)):
-        ids = tokenizer.convert_tokens_to_ids(tokens)
-        starts = [i for i, t in enumerate(tokens) if not t.startswith("##")] + [len(tokens)]
-        by_text[text] = CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64))
-    cells = [by_text[text] for text in texts]
-    width = len(table.columns)
-    return [cells[i:i + width] for i in range(0, len(cells), width)]
+    by_text: Dict[str, CellTokens] = {}
+
+    def tokens_of(texts: List[str]) -> List[CellTokens]:
+        new = [text for text in dict.fromkeys(texts) if text not in by_text]
+        for text, tokens in zip(new, tokenizer.tokenize_cells(new)):
+            ids = tokenizer.convert_tokens_to_ids(tokens)
+            starts = [i for i, t in enumerate(tokens) if not t.startswith("##")] + [len(tokens)]
+            by_text[text] = CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64))
+        return [by_text[text] for text in texts]
+
+    header = tokens_of(["" if strip_header else cell.text for cell in table.columns])
+    # A block of rows at a time: a 10^6-cell table's texts and the tokenizer's output, held at once,
+    # were ~150 MB more at the peak.
+    rows: List[List[CellTokens]] = []
+    for start in range(0, len(table.rows), _TOKENIZE_ROWS):
+        block = table.rows[start:start + _TOKENIZE_ROWS]
+        cells = tokens_of([cell.text for row in block for cell in row.cells])
+        width = len(table.columns)
+        rows.extend(cells[i:i + width] for i in range(0, len(cells), width))
+    return [header] + rows
 
 
 def _trimmed_lengths(cell: CellTokens, caps: np.ndarray) -> np.ndarray:

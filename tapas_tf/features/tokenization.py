@@ -109,6 +109,11 @@ class TapasTokenizer:
     def vocab_size(self) -> int:
         return len(self._tokens)
 
+    def same_vocabulary(self, other: "TapasTokenizer") -> bool:
+        """Whether `other` maps every text to the same ids (the same word pieces, in the same order),
+        whatever file each was read from."""
+        return self._tokens == other._tokens  # pylint: disable=protected-access
+
     @property
     def pad_id(self) -> int:
         return self._vocab[PAD_TOKEN]

@@ -125,6 +125,8 @@ class TableQA:
         self.show_backend = False  # Results name the backend too: "bundled sqa_tiny (LiteRT)".
         self._aggregation_model = aggregation_model
         self._aggregation_lock = threading.Lock()
+        if isinstance(aggregation_model, TableQA):
+            aggregation_model.encoder.share_tables(encoder)
 
     @property
     def aggregation_model(self) -> Optional["TableQA"]:
@@ -134,6 +136,7 @@ class TableQA:
                 if callable(self._aggregation_model):
                     loaded = self._aggregation_model()
                     loaded.show_backend = self.show_backend
+                    loaded.encoder.share_tables(self.encoder)  # A big table is tokenised once, not per model.
                     self._aggregation_model = loaded
         return self._aggregation_model
 

@@ -260,3 +260,20 @@ def test_cached_table_is_safe_from_later_changes_to_the_callers_message(tmp_path
     one_row.table.CopyFrom(make_interaction(["a", "b"], [["1", "2"], ["3", "4"], ["5", "6"]], []).table)
     same_content = make_interaction(["a", "b"], [["3", "2"]], [("is it 3?", [(0, 0)])])
     assert converter.convert(same_content, 0).features["numeric_relations"].tolist() == expected
+
+
+def test_a_big_table_tokenised_in_blocks_of_rows_is_the_table_tokenised_at_once(tmp_path, monkeypatch):
+    """Rows are tokenised a block at a time (memory); texts repeated across blocks share one entry."""
+    from tapas_tf.features import table_encoding
+
+    converter = make_converter(tmp_path, extra_words=["x", "yy", "##z"])
+    rows = [["x", f"{i}"] if i % 2 else ["yyz", "x y"] for i in range(7)]
+    table = make_interaction(["a", "b"], rows, []).table
+    whole = table_encoding._tokenize_table(converter.tokenizer, table, False)
+    monkeypatch.setattr(table_encoding, "_TOKENIZE_ROWS", 2)
+    blocks = table_encoding._tokenize_table(converter.tokenizer, table, False)
+    assert len(blocks) == 8 and all(len(row) == 2 for row in blocks)
+    assert [[(c.ids, c.word_starts.tolist()) for c in row] for row in blocks] == \
+        [[(c.ids, c.word_starts.tolist()) for c in row] for row in whole]
+    assert blocks[1][0] is blocks[7][0]  # "yyz" in the first and the last block: one entry.
+    assert blocks[1][0].word_starts.tolist() == [0, 2]  # yy ##z: one word of two pieces.

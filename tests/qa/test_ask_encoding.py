@@ -6,6 +6,8 @@ path (rank the rows, cut the table to them) gives. A table that does not fit is 
 most related rows. No model: the encoder and a test vocabulary only.
 """
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,3 +104,23 @@ def test_the_encoder_uses_the_buckets_below_its_sequence_length(vocab):
     short = encoder(vocab)
     encoded = short.encode(short.prepare(CITIES), "which city?")
     assert len(encoded.features["input_ids"]) == 32 >= encoded.real_length
+
+
+def test_encoders_that_convert_alike_share_one_converter_and_its_tables(vocab, tmp_path):
+    """The two models of a pair read one vocabulary from two files: a big table is tokenised once."""
+    import shutil
+
+    copy = str(tmp_path / "vocab_copy.txt")
+    shutil.copy(vocab, copy)
+    first, second = encoder(vocab), TableEncoder(dataclasses.replace(encoder(vocab).config, vocab_file=copy))
+    assert second.share_tables(first)
+    assert second.converter is first.converter and second._lock is first._lock
+    prepared = first.prepare(pd.DataFrame({"a": ["1", "2"], "b": ["x", "y"]}))
+    first.encode(prepared, "what is a?")
+    second.encode(prepared, "what is b?")
+    assert len(first.converter._tables) == 1
+
+    assert not encoder(vocab, max_seq_length=256).share_tables(encoder(vocab))  # Other options.
+    with open(copy, "a", encoding="utf-8") as f:
+        f.write("extraword\n")
+    assert not TableEncoder(dataclasses.replace(encoder(vocab).config, vocab_file=copy)).share_tables(encoder(vocab))

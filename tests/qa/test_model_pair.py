@@ -51,6 +51,8 @@ def test_the_aggregation_model_loads_on_its_first_question(models):
     assert callable(qa._aggregation_model)  # pylint: disable=protected-access
     qa.answer(TABLE, "what is the total population?")
     assert isinstance(qa.aggregation_model, TableQA) and qa.aggregation_model.runner.has_aggregation_head
+    # Two model directories, one vocabulary: the table's tokens, numbers and ranks are made once.
+    assert qa.aggregation_model.encoder.converter is qa.encoder.converter
 
 
 def test_answer_many_keeps_the_order_across_both_models(pair):
