@@ -108,13 +108,14 @@ class ExampleConverter:
         stats = self._stats(table, num_rows, tokens, answer_cells, question.id)
         return ConvertedExample(features=features, stats=stats)
 
-    def encoded_table(self, table: interaction_pb2.Table) -> EncodedTable:
-        """The table tokenised, numbered and ranked once (cached by content), for `convert_rows`.
+    def encoded_table(self, table: interaction_pb2.Table, copy: bool = True) -> EncodedTable:
+        """The table tokenised, numbered and ranked once (cached by content), for `convert_rows`;
+        `copy=False` keeps `table` itself, for a caller that never changes it afterwards.
 
         Raises:
           ConversionError: an empty or ragged table, or more columns than `max_column_id` allows.
         """
-        return self._encoded_table(table)
+        return self._encoded_table(table, copy)
 
     def convert_rows(self, table: EncodedTable, question: interaction_pb2.Question, rows: Sequence[int],
                      cap: int, prev_answer_coordinates: Coordinates = (),
@@ -167,14 +168,14 @@ class ExampleConverter:
 
     # --- per table ----------------------------------------------------------------
 
-    def _encoded_table(self, table: interaction_pb2.Table) -> EncodedTable:
+    def _encoded_table(self, table: interaction_pb2.Table, copy: bool = True) -> EncodedTable:
         key = table_fingerprint(table)
         if key in self._tables:
             self._tables.move_to_end(key)
         else:
             try:
                 self._check_columns(table)
-                self._tables[key] = EncodedTable(table, self.tokenizer, self.config)
+                self._tables[key] = EncodedTable(table, self.tokenizer, self.config, copy=copy)
             except ConversionError as error:
                 self._tables[key] = error
             if len(self._tables) > _TABLE_CACHE_SIZE:

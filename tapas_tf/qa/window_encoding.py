@@ -246,7 +246,8 @@ def _encoded(encoder, table: interaction_pb2.Table, rows_read: int, columns: Seq
         cut = pruning.subset(table, range(rows_read), columns).table
     try:
         with encoder._lock:  # pylint: disable=protected-access  # The converter's cache.
-            return encoder.converter.encoded_table(cut)
+            # The prepared table (or this cut of it) is never changed: kept, not copied.
+            return encoder.converter.encoded_table(cut, copy=False)
     except ConversionError as error:
         if error.reason == Reason.TOO_MANY_COLUMNS:
             raise AskError(f"the table has too many columns for the model: {error.detail}") from None

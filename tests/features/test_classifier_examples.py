@@ -277,3 +277,30 @@ def test_a_big_table_tokenised_in_blocks_of_rows_is_the_table_tokenised_at_once(
         [[(c.ids, c.word_starts.tolist()) for c in row] for row in whole]
     assert blocks[1][0] is blocks[7][0]  # "yyz" in the first and the last block: one entry.
     assert blocks[1][0].word_starts.tolist() == [0, 2]  # yy ##z: one word of two pieces.
+
+
+def _ranks_and_relations(converter, interaction):
+    encoded = converter.encoded_table(interaction.table)
+    question = interaction.questions[0]
+    return encoded.ranks.tolist(), encoded.inv_ranks.tolist(), encoded.cell_relations(question).tolist()
+
+
+def test_number_columns_are_ranked_and_compared_by_array_work_exactly_as_by_sort_key(tmp_path, monkeypatch):
+    """Numbers-only columns take an array path; forcing every column through the sort-key path (as
+    dates and mixed columns go) gives the very same ranks and relations."""
+    from tapas_tf.features import table_encoding
+
+    header = ["n", "when", "mixed", "text"]
+    rows = [["3", "1 may 2010", "3", "a"], ["-1.5", "2012", "june 2011", "b"], ["3", "", "7", ""],
+            ["", "3 march 2009", "x", "c"], ["1,000", "2011", "2", "d"], ["16777217", "2010", "", "e"],
+            ["16777216", "1999", "1", "f"]]
+    interaction = make_interaction(header, rows, [("is it more than 3 or 2011 or 16777216?", [(0, 0)])])
+    fast = _ranks_and_relations(make_converter(tmp_path), interaction)
+    monkeypatch.setattr(table_encoding, "_numbers_only", lambda numbers, kinds: False)
+    assert _ranks_and_relations(make_converter(tmp_path), interaction) == fast
+    ranks, inv, relations = fast
+    # The Interaction format stores a number as a float32, as the original's: 16777217 is 16777216.
+    assert [row[0] for row in ranks] == [2, 1, 2, 0, 3, 4, 4]
+    assert [row[0] for row in inv] == [3, 4, 3, 0, 2, 1, 1]
+    eq, lt, gt = 1, 2, 4  # Question 3 against the first column: 3 == 3; 3 > -1.5; 3 < 1,000.
+    assert relations[0] & eq and relations[1 * 4] & gt and relations[4 * 4] & lt
