@@ -79,7 +79,10 @@ class EncodedTable:
             [len(c.ids) for c in self.header] + [len(c.ids) for row in self.rows for c in row])
         self._numbers, self._kinds = _cell_numbers(table)
         self.numeric_values = self._numbers.astype(np.float32)
-        self.ranks, self.inv_ranks = _column_ranks(table, self._numbers, self._kinds)
+        # Per column, once: whether ranks and relations are array work on its numbers.
+        self._numbers_only = tuple(_numbers_only(self._numbers[:, c], self._kinds[:, c])
+                                   for c in range(self.num_columns))
+        self.ranks, self.inv_ranks = _column_ranks(table, self._numbers, self._kinds, self._numbers_only)
         self._fitted: Dict[Tuple[int, int], TableTokens] = {}
         self._flat: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -239,7 +242,7 @@ class EncodedTable:
         if not values:
             return relations
         for c in range(self.num_columns):
-            if _numbers_only(self._numbers[:, c], self._kinds[:, c]):
+            if self._numbers_only[c]:
                 bits = relations.reshape(self.num_rows, self.num_columns)[:, c]  # A view: set in place.
                 _set_number_relations(bits, self._numbers[:, c], self._kinds[:, c] == _NUMBER, values)
                 continue
@@ -272,9 +275,9 @@ def _check_shape(table: interaction_pb2.Table) -> None:
 
 
 def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool) -> List[List[CellTokens]]:
-    """Header then body rows of CellTokens, with every distinct cell text tokenised once, in one batch
-    (a big table repeats most of its texts: cities, statuses, small numbers); cells with the same
-    text share one CellTokens, which nothing changes."""
+    """Header then body rows of CellTokens, with every distinct cell text tokenised once, a block of
+    rows per batch (a big table repeats most of its texts: cities, statuses, small numbers); cells
+    with the same text share one CellTokens, which nothing changes."""
     by_text: Dict[str, CellTokens] = {}
 
     def tokens_of(texts: List[str]) -> List[CellTokens]:
@@ -289,10 +292,10 @@ def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool)
     # A block of rows at a time: a 10^6-cell table's texts and the tokenizer's output, held at once,
     # were ~150 MB more at the peak.
     rows: List[List[CellTokens]] = []
+    width = len(table.columns)
     for start in range(0, len(table.rows), _TOKENIZE_ROWS):
         block = table.rows[start:start + _TOKENIZE_ROWS]
         cells = tokens_of([cell.text for row in block for cell in row.cells])
-        width = len(table.columns)
         rows.extend(cells[i:i + width] for i in range(0, len(cells), width))
     return [header] + rows
 
@@ -353,18 +356,19 @@ def _set_number_relations(bits: np.ndarray, numbers: np.ndarray, has: np.ndarray
             np.where(has & (v > numbers), gt, 0)
 
 
-def _column_ranks(table: interaction_pb2.Table, numbers: np.ndarray, kinds: np.ndarray
-                  ) -> Tuple[np.ndarray, np.ndarray]:
+def _column_ranks(table: interaction_pb2.Table, numbers: np.ndarray, kinds: np.ndarray,
+                  numbers_only: Sequence[bool]) -> Tuple[np.ndarray, np.ndarray]:
     """Dense ranks (1 = smallest) and inverse ranks (1 = largest) of each body cell.
 
     Columns whose values cannot be ordered (mixed types) get 0, as do cells
-    without a value. `numbers` and `kinds` are `_cell_numbers`'s. Returns two
+    without a value. `numbers` and `kinds` are `_cell_numbers`'s, `numbers_only` each column's
+    `_numbers_only`. Returns two
     <int64>[num_rows, num_columns] arrays.
     """
     shape = (len(table.rows), len(table.columns))
     ranks, inv_ranks = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     for c in range(len(table.columns)):
-        if _numbers_only(numbers[:, c], kinds[:, c]):
+        if numbers_only[c]:
             has = kinds[:, c] == _NUMBER
             distinct, position = np.unique(numbers[has, c], return_inverse=True)
             ranks[has, c] = position + 1
