@@ -18,6 +18,7 @@ import numpy as np
 
 from tapas_tf.data import number_annotation
 from tapas_tf.data.protos import interaction_pb2
+from tapas_tf.features.cell_pieces import CellTokens, tokenize_table
 from tapas_tf.features.conversion_config import (
     ConversionConfig,
     ConversionError,
@@ -25,20 +26,6 @@ from tapas_tf.features.conversion_config import (
 )
 
 EMPTY_TOKEN = "[EMPTY]"
-_TOKENIZE_ROWS = 10_000  # Rows tokenised in one batch (distinct texts only).
-
-
-@dataclasses.dataclass
-class CellTokens:
-    ids: List[int]
-    # Positions where a word starts, ascending, followed by len(ids).
-    word_starts: np.ndarray
-
-    def trimmed_length(self, cap: int) -> int:
-        """Tokens kept under a cap of `cap` tokens (whole words only)."""
-        if len(self.ids) <= cap:
-            return len(self.ids)
-        return int(self.word_starts[np.searchsorted(self.word_starts, cap)])
 
 
 @dataclasses.dataclass
@@ -74,9 +61,8 @@ class EncodedTable:
         self.num_columns = len(table.columns)
         self.num_rows = len(table.rows)
         _check_shape(table)
-        self.header, *self.rows = _tokenize_table(tokenizer, table, config.strip_column_names)
-        self.max_cell_length = max(
-            [len(c.ids) for c in self.header] + [len(c.ids) for row in self.rows for c in row])
+        self.header, self.pieces, self.cell_texts = tokenize_table(tokenizer, table, config.strip_column_names)
+        self.max_cell_length = max([len(c.ids) for c in self.header] + [int(self._cell_lengths.max())])
         self._numbers, self._kinds = _cell_numbers(table)
         self.numeric_values = self._numbers.astype(np.float32)
         # Per column, once: whether ranks and relations are array work on its numbers.
@@ -84,7 +70,13 @@ class EncodedTable:
                                    for c in range(self.num_columns))
         self.ranks, self.inv_ranks = _column_ranks(table, self._numbers, self._kinds, self._numbers_only)
         self._fitted: Dict[Tuple[int, int], TableTokens] = {}
-        self._flat: Dict[int, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    @property
+    def rows(self) -> List[List[CellTokens]]:
+        """Each body row's cells as `CellTokens`, built on each call (for small tables; the arrays
+        `pieces` and `cell_texts` are the table's tokens)."""
+        cells = [self.pieces.cell(t) for t in range(len(self.pieces))]
+        return [[cells[t] for t in row] for row in self.cell_texts.tolist()]
 
     # --- fitting --------------------------------------------------------------
 
@@ -101,9 +93,10 @@ class EncodedTable:
         table with one long cell it would be num_rows x that cell's length."""
         caps = np.arange(1, self._max_cap + 1)
         per_row = np.zeros((self.num_rows + 1, len(caps)), np.int64)
-        for r, row in enumerate([self.header] + self.rows):
-            for cell in row:
-                per_row[r] += _trimmed_lengths(cell, caps)
+        for cell in self.header:
+            per_row[0] += _trimmed_lengths(cell, caps)
+        for i, cap in enumerate(caps.tolist()):
+            per_row[1:, i] = self.pieces.trimmed(cap)[self.cell_texts].sum(axis=1)
         return np.cumsum(per_row, axis=0)
 
     def fit(self, budget: int) -> Tuple[int, int]:
@@ -158,12 +151,8 @@ class EncodedTable:
     def row_lengths(self, cap: int, columns: Optional[Sequence[int]] = None) -> np.ndarray:
         """<int64>[num_rows]: tokens of each body row under a cap of `cap` tokens per cell (of
         `columns` only, if given)."""
-        lengths = self._cell_lengths if columns is None else self._cell_lengths[:, list(columns)]
-        lengths = lengths.copy()
-        for r, c in zip(*np.nonzero(lengths > cap)):  # Few cells are longer than a cap.
-            column = c if columns is None else columns[c]
-            lengths[r, c] = self.rows[r][column].trimmed_length(cap)
-        return lengths.sum(axis=1)
+        texts = self.cell_texts if columns is None else self.cell_texts[:, list(columns)]
+        return self.pieces.trimmed(cap)[texts].sum(axis=1)
 
     def cells_longer_than(self, cap: int) -> int:
         """How many body cells have more than `cap` word pieces (cut under that cap)."""
@@ -172,8 +161,7 @@ class EncodedTable:
     @functools.cached_property
     def _cell_lengths(self) -> np.ndarray:
         """<int64>[num_rows, num_columns]: word pieces of each body cell, untrimmed."""
-        return np.asarray([[len(cell.ids) for cell in row] for row in self.rows], np.int64).reshape(
-            self.num_rows, self.num_columns)
+        return self.pieces.lengths[self.cell_texts]
 
     def window_tokens(self, rows: Sequence[int], cap: int) -> TableTokens:
         """The token part of an example of the header and the body rows `rows` (0-based, any order
@@ -181,23 +169,23 @@ class EncodedTable:
 
         The window's rows get row ids 1..len(rows); numbers and ranks are the whole table's, so a
         column's largest value has rank 1 in whichever window holds it; `cell_index` is the whole
-        table's flat index (row * num_columns + column). Array work only: the windows of a
-        100,000-row table are built from one flat copy of its pieces per cap (`_flat_pieces`)."""
+        table's flat index (row * num_columns + column). Array work only, on the table's distinct
+        texts' pieces (`pieces`): nothing per cell is built or copied for the whole table."""
         max_rank = self.config.max_rank
         header_n = np.asarray([cell.trimmed_length(cap) for cell in self.header], np.int64)
         header_ids = [i for cell, n in zip(self.header, header_n) for i in cell.ids[:n]]
         rows = np.asarray(rows, np.int64).reshape(-1)
-        flat_ids, offsets, lengths = self._flat_pieces(cap)
         cells = (rows[:, None] * self.num_columns + np.arange(self.num_columns)).reshape(-1)
-        n = lengths[cells]
-        # Positions in flat_ids of every token: each cell's offset, counted up through its length.
-        starts = np.repeat(offsets[cells] - (np.cumsum(n) - n), n)
-        body_ids = flat_ids[starts + np.arange(int(n.sum()))]
+        texts = self.cell_texts.reshape(-1)[cells]
+        n = self.pieces.trimmed(cap)[texts]
+        # Positions in `pieces.ids` of every token: each text's offset, counted up through its length.
+        starts = np.repeat(self.pieces.offsets[texts] - (np.cumsum(n) - n), n)
+        body_ids = self.pieces.ids[starts + np.arange(int(n.sum()))]
         ranks, inv = self.ranks.reshape(-1)[cells], self.inv_ranks.reshape(-1)[cells]
         columns = np.tile(np.arange(1, self.num_columns + 1), len(rows))
         window_rows = np.repeat(np.arange(1, len(rows) + 1), self.num_columns)
         header_columns = np.arange(1, self.num_columns + 1)
-        full = self._cell_lengths.reshape(-1)[cells]
+        full = self.pieces.lengths[texts]
         header_full = np.asarray([len(cell.ids) for cell in self.header], np.int64)
 
         def both(header_part, body_part, dtype):
@@ -216,21 +204,6 @@ class EncodedTable:
             num_trimmed_cells=int((header_n < header_full).sum() + (n < full).sum()),
             num_clamped_rank_cells=int(((ranks > max_rank) | (inv > max_rank)).sum()),
         )
-
-    def _flat_pieces(self, cap: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(<int64>[pieces] every body cell's pieces under `cap`, row-major; <int64>[num_cells] where
-        each cell's start; <int64>[num_cells] how many it keeps), built once per cap."""
-        cached = self._flat.get(cap)
-        if cached is None:
-            cells = [cell for row in self.rows for cell in row]
-            lengths = np.asarray([cell.trimmed_length(cap) for cell in cells], np.int64)
-            pieces = [i for cell, n in zip(cells, lengths.tolist()) for i in cell.ids[:n]]
-            offsets = np.cumsum(lengths) - lengths
-            cached = (np.asarray(pieces, np.int64), offsets, lengths)
-            if len(self._flat) >= 4:
-                self._flat.pop(next(iter(self._flat)))
-            self._flat[cap] = cached
-        return cached
 
     # --- numeric relations --------------------------------------------------------
 
@@ -272,32 +245,6 @@ def _check_shape(table: interaction_pb2.Table) -> None:
                 Reason.RAGGED_TABLE,
                 f"table {table.table_id!r} row {r} has {len(row.cells)} cells, "
                 f"the header has {len(table.columns)}")
-
-
-def _tokenize_table(tokenizer, table: interaction_pb2.Table, strip_header: bool) -> List[List[CellTokens]]:
-    """Header then body rows of CellTokens, with every distinct cell text tokenised once, a block of
-    rows per batch (a big table repeats most of its texts: cities, statuses, small numbers); cells
-    with the same text share one CellTokens, which nothing changes."""
-    by_text: Dict[str, CellTokens] = {}
-
-    def tokens_of(texts: List[str]) -> List[CellTokens]:
-        new = [text for text in dict.fromkeys(texts) if text not in by_text]
-        for text, tokens in zip(new, tokenizer.tokenize_cells(new)):
-            ids = tokenizer.convert_tokens_to_ids(tokens)
-            starts = [i for i, t in enumerate(tokens) if not t.startswith("##")] + [len(tokens)]
-            by_text[text] = CellTokens(ids=list(ids), word_starts=np.asarray(starts, np.int64))
-        return [by_text[text] for text in texts]
-
-    header = tokens_of(["" if strip_header else cell.text for cell in table.columns])
-    # A block of rows at a time: a 10^6-cell table's texts and the tokenizer's output, held at once,
-    # were ~150 MB more at the peak.
-    rows: List[List[CellTokens]] = []
-    width = len(table.columns)
-    for start in range(0, len(table.rows), _TOKENIZE_ROWS):
-        block = table.rows[start:start + _TOKENIZE_ROWS]
-        cells = tokens_of([cell.text for row in block for cell in row.cells])
-        rows.extend(cells[i:i + width] for i in range(0, len(cells), width))
-    return [header] + rows
 
 
 def _trimmed_lengths(cell: CellTokens, caps: np.ndarray) -> np.ndarray:

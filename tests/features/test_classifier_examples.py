@@ -264,19 +264,43 @@ def test_cached_table_is_safe_from_later_changes_to_the_callers_message(tmp_path
 
 def test_a_big_table_tokenised_in_blocks_of_rows_is_the_table_tokenised_at_once(tmp_path, monkeypatch):
     """Rows are tokenised a block at a time (memory); texts repeated across blocks share one entry."""
-    from tapas_tf.features import table_encoding
+    from tapas_tf.features import cell_pieces
 
     converter = make_converter(tmp_path, extra_words=["x", "yy", "##z"])
     rows = [["x", f"{i}"] if i % 2 else ["yyz", "x y"] for i in range(7)]
     table = make_interaction(["a", "b"], rows, []).table
-    whole = table_encoding._tokenize_table(converter.tokenizer, table, False)
-    monkeypatch.setattr(table_encoding, "_TOKENIZE_ROWS", 2)
-    blocks = table_encoding._tokenize_table(converter.tokenizer, table, False)
+
+    def tokenised():
+        header, pieces, cell_texts = cell_pieces.tokenize_table(converter.tokenizer, table, False)
+        cells = [[pieces.cell(int(t)) for t in row] for row in cell_texts]
+        return [[(c.ids, c.word_starts.tolist()) for c in row] for row in [header] + cells], pieces, cell_texts
+
+    whole, _, _ = tokenised()
+    monkeypatch.setattr(cell_pieces, "_TOKENIZE_ROWS", 2)
+    blocks, pieces, cell_texts = tokenised()
     assert len(blocks) == 8 and all(len(row) == 2 for row in blocks)
-    assert [[(c.ids, c.word_starts.tolist()) for c in row] for row in blocks] == \
-        [[(c.ids, c.word_starts.tolist()) for c in row] for row in whole]
-    assert blocks[1][0] is blocks[7][0]  # "yyz" in the first and the last block: one entry.
-    assert blocks[1][0].word_starts.tolist() == [0, 2]  # yy ##z: one word of two pieces.
+    assert blocks == whole
+    assert cell_texts.shape == (7, 2) and cell_texts[0, 0] == cell_texts[6, 0]  # "yyz" in the first and last block.
+    assert len(pieces) == 6  # yyz, "x y", x, 1, 3, 5: each distinct text once.
+    assert blocks[1][0][1] == [0, 2]  # yy ##z: one word of two pieces.
+
+
+def test_cell_pieces_trimmed_lengths_keep_whole_words():
+    """Under a cap of k pieces a text keeps every piece of a word that starts before position k."""
+    from tapas_tf.features.cell_pieces import CellPieces
+
+    # Texts: [a ##b c] (words start 0, 2), [d] (0), [e ##f ##g h ##i] (0, 3), [] (the empty list).
+    ids = np.arange(9, dtype=np.int32)
+    starts = np.asarray([0, 2, 3, 0, 1, 0, 3, 5, 0], np.int32)  # Each text's starts, then its length.
+    pieces = CellPieces(ids, np.asarray([0, 3, 4, 9, 9]), starts, np.asarray([0, 3, 5, 8, 9]))
+    assert pieces.lengths.tolist() == [3, 1, 5, 0]
+    assert pieces.trimmed(1).tolist() == [2, 1, 3, 0]
+    assert pieces.trimmed(2).tolist() == [2, 1, 3, 0]
+    assert pieces.trimmed(3).tolist() == [3, 1, 3, 0]
+    assert pieces.trimmed(4).tolist() == [3, 1, 5, 0]
+    assert pieces.cell(2).ids == [4, 5, 6, 7, 8] and pieces.cell(2).word_starts.tolist() == [0, 3, 5]
+    for cap in range(1, 6):
+        assert pieces.trimmed(cap).tolist() == [pieces.cell(t).trimmed_length(cap) for t in range(4)]
 
 
 def _ranks_and_relations(converter, interaction):

@@ -3,7 +3,7 @@
 import csv
 import io
 import os
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 from tapas_tf.data.protos import interaction_pb2
 
@@ -108,8 +108,13 @@ def make_table(table_id: str, header: List[str], rows: List[List[str]]) -> inter
     table = interaction_pb2.Table(table_id=table_id)
     for text in header:
         table.columns.add(text=text)
+    add_rows(table, rows)
+    return table
+
+
+def add_rows(table: interaction_pb2.Table, rows: Iterable[Iterable[str]]) -> None:
+    """Appends body rows of cell texts to `table`."""
     for row in rows:
         cells = table.rows.add()
         for text in row:
             cells.cells.add(text=text)
-    return table
