@@ -58,6 +58,24 @@ class CellPieces:
         starts = self.starts[self.start_offsets[text]:self.start_offsets[text + 1]]
         return CellTokens(ids=ids.tolist(), word_starts=starts.astype(np.int64))
 
+    def trimmed_by_cap(self, max_cap: int) -> np.ndarray:
+        """<int64>[texts, max_cap]: column k - 1 is `trimmed(k)`, every cap at once (a table's fitting
+        costs, `EncodedTable.cost`)."""
+        out = np.repeat(self.lengths[:, None], max_cap, axis=1)  # A cap at or past a text's length.
+        starts = self.starts.astype(np.int64)
+        counts = np.diff(self.start_offsets)
+        follows = np.ones(len(starts), bool)  # Whether a start follows another of its text.
+        follows[self.start_offsets[:-1][counts > 0]] = False
+        at = np.flatnonzero(follows)
+        # Between consecutive word starts s < s' of a text, each cap in (s, s'] keeps s' pieces.
+        previous, current = starts[at - 1], starts[at]
+        span = current - previous
+        caps = np.repeat(previous - (np.cumsum(span) - span), span) + np.arange(int(span.sum())) + 1
+        texts = np.repeat(np.repeat(np.arange(len(self)), counts)[at], span)
+        kept = caps <= max_cap
+        out[texts[kept], caps[kept] - 1] = np.repeat(current, span)[kept]
+        return out
+
     def trimmed(self, cap: int) -> np.ndarray:
         """<int64>[texts]: pieces each text keeps under a cap of `cap` (`CellTokens.trimmed_length`)."""
         cached = self._trimmed.get(cap)

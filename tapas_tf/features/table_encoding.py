@@ -95,8 +95,9 @@ class EncodedTable:
         per_row = np.zeros((self.num_rows + 1, len(caps)), np.int64)
         for cell in self.header:
             per_row[0] += _trimmed_lengths(cell, caps)
-        for i, cap in enumerate(caps.tolist()):
-            per_row[1:, i] = self.pieces.trimmed(cap)[self.cell_texts].sum(axis=1)
+        by_cap = self.pieces.trimmed_by_cap(len(caps))
+        for column in range(self.num_columns):  # A column at a time: [num_rows, max_cap] at most.
+            per_row[1:] += by_cap[self.cell_texts[:, column]]
         return np.cumsum(per_row, axis=0)
 
     def fit(self, budget: int) -> Tuple[int, int]:

@@ -301,6 +301,9 @@ def test_cell_pieces_trimmed_lengths_keep_whole_words():
     assert pieces.cell(2).ids == [4, 5, 6, 7, 8] and pieces.cell(2).word_starts.tolist() == [0, 3, 5]
     for cap in range(1, 6):
         assert pieces.trimmed(cap).tolist() == [pieces.cell(t).trimmed_length(cap) for t in range(4)]
+    by_cap = pieces.trimmed_by_cap(6)
+    assert by_cap.shape == (4, 6)
+    assert by_cap.T.tolist() == [pieces.trimmed(cap).tolist() for cap in range(1, 7)]
 
 
 def _ranks_and_relations(converter, interaction):
