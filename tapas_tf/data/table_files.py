@@ -18,6 +18,7 @@ model tells columns apart by position. The DataFrame's index is not part of the 
 
 import csv
 import datetime
+import hashlib
 import io
 import math
 import numbers
@@ -226,6 +227,25 @@ def table_from_frame(frame: pd.DataFrame, table_id: str = "table") -> interactio
         block = frame.iloc[begin:begin + _FRAME_BLOCK_ROWS].to_numpy(dtype=object).tolist()
         add_rows(table, ([cell_text(v) for v in row] for row in block))
     return table
+
+
+def frame_fingerprint(frame: pd.DataFrame) -> Optional[bytes]:
+    """A key of the cell texts `table_from_frame` would make of `frame`, computed from its values
+    without making them (a 100,000-row frame: ~0.1 s against ~1 s for the texts), or None when it
+    cannot be: a column of other values than numbers, booleans or strings (dates, mixed objects),
+    whose texts are not a function of what pandas hashes. Equal keys mean equal texts; frames with
+    equal texts may still get different keys (1 and 1.0), which only costs a conversion."""
+    for _, column in frame.items():
+        if column.dtype.kind not in "iufb" and pd.api.types.infer_dtype(column, skipna=False) != "string":
+            return None
+    try:
+        rows = pd.util.hash_pandas_object(frame, index=False, categorize=False).to_numpy()
+    except (TypeError, ValueError):  # Unhashable cells; `check_frame` names what is wrong.
+        return None
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(repr([(repr(name), str(dtype)) for name, dtype in zip(frame.columns, frame.dtypes)]).encode())
+    digest.update(rows.tobytes())
+    return digest.digest()
 
 
 def frame_from_table(table: interaction_pb2.Table) -> pd.DataFrame:

@@ -39,7 +39,7 @@ from tapas_tf.features.table_encoding import table_fingerprint
 from tapas_tf.features.tokenization import TapasTokenizer
 from tapas_tf.qa import pruning
 from tapas_tf.qa.table_sources import ROWS_TOTAL
-from tapas_tf.qa.tables import AskError, TableLike, read_table, table_from_frame
+from tapas_tf.qa.tables import AskError, TableLike, frame_fingerprint, read_table, table_from_frame
 
 logger = logging.getLogger(__name__)  # Quiet in the Python API (tapas_tf's NullHandler).
 
@@ -100,6 +100,13 @@ def bucket_batches(encoded: Sequence[EncodedQuestion], batch_size: int) -> Itera
             yield length, indices[start:start + batch_size]
 
 
+def _remember(cache: Dict[bytes, PreparedTable], key: bytes, prepared: PreparedTable, size: int = 16) -> None:
+    """Puts `prepared` in `cache`, dropping the oldest entry past `size`."""
+    if key not in cache and len(cache) >= size:
+        cache.pop(next(iter(cache)))
+    cache[key] = prepared
+
+
 def bucket_length(length: int, buckets: Sequence[int]) -> int:
     """The smallest bucket that holds `length` tokens."""
     for bucket in buckets:
@@ -127,6 +134,7 @@ class TableEncoder:
         self.converter = ExampleConverter(config, tokenizer or TapasTokenizer(config.vocab_file))
         self.buckets = tuple(b for b in buckets if b < config.max_seq_length) + (config.max_seq_length,)
         self._prepared: "Dict[bytes, PreparedTable]" = {}
+        self._prepared_frames: "Dict[bytes, PreparedTable]" = {}  # By `frame_fingerprint`.
         # A server encodes on several threads: the caches (ours, the converter's) change under it.
         self._lock = threading.Lock()
 
@@ -192,18 +200,26 @@ class TableEncoder:
         """Reads and annotates a table (cached by content, so asking again costs nothing)."""
         frame = read_table(table)
         total = frame.attrs.get(ROWS_TOTAL)
+        # Asked again about the same frame, its texts need not be made to find it (a big table's
+        # second question: a second protobuf of every cell, ~1 s and ~100 MB at 100,000 rows).
+        quick = frame_fingerprint(frame)
+        if quick is not None:
+            quick += b"\0" + table_id.encode() + b"\0" + str(total).encode()
+            with self._lock:
+                if quick in self._prepared_frames:
+                    return self._prepared_frames[quick]
         proto = table_from_frame(frame, table_id)
         key = table_fingerprint(proto) + str(total).encode()
         with self._lock:
-            if key in self._prepared:
-                return self._prepared[key]
-        number_annotation.add_numeric_table_values(proto)
-        names = tuple(column.text for column in proto.columns)
-        prepared = PreparedTable(proto, names, _table_diagnostics(names) + _cut_diagnostics(len(proto.rows), total))
+            prepared = self._prepared.get(key)
+        if prepared is None:
+            number_annotation.add_numeric_table_values(proto)
+            names = tuple(column.text for column in proto.columns)
+            prepared = PreparedTable(proto, names, _table_diagnostics(names) + _cut_diagnostics(len(proto.rows), total))
         with self._lock:
-            if len(self._prepared) >= 16:
-                self._prepared.pop(next(iter(self._prepared)))
-            self._prepared[key] = prepared
+            _remember(self._prepared, key, prepared)
+            if quick is not None:
+                _remember(self._prepared_frames, quick, prepared)
         return prepared
 
     # --- questions ------------------------------------------------------------------------------

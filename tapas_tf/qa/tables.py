@@ -24,6 +24,7 @@ from tapas_tf.data.table_files import (  # noqa: F401 (re-exported: the ask API'
     _read_csv,
     cell_text,
     column_name,
+    frame_fingerprint,
     frame_from_table,
     header_width,
     sniff_delimiter,

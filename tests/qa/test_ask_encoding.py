@@ -124,3 +124,37 @@ def test_encoders_that_convert_alike_share_one_converter_and_its_tables(vocab, t
     with open(copy, "a", encoding="utf-8") as f:
         f.write("extraword\n")
     assert not TableEncoder(dataclasses.replace(encoder(vocab).config, vocab_file=copy)).share_tables(encoder(vocab))
+
+
+def test_asking_again_about_the_same_frame_does_not_remake_its_cells(vocab, monkeypatch):
+    """The second question about a frame finds its prepared table by the frame's values
+    (`frame_fingerprint`), without making a protobuf of every cell again; a changed cell, another
+    table id or a frame whose texts pandas cannot hash (dates) still gets the right table."""
+    made = []
+    original = ask_encoding.table_from_frame
+    monkeypatch.setattr(ask_encoding, "table_from_frame", lambda *a, **k: made.append(1) or original(*a, **k))
+    enc = encoder(vocab)
+    first = enc.prepare(CITIES)
+    assert enc.prepare(CITIES.copy()) is first and len(made) == 1
+    changed = CITIES.copy()
+    changed.iloc[1, 1] = "7"
+    again = enc.prepare(changed)
+    assert again is not first and again.table.rows[1].cells[1].text == "7" and len(made) == 2
+    assert enc.prepare(CITIES, table_id="other") is not first
+    dated = pd.DataFrame({"day": [pd.Timestamp("2020-01-02")], "n": [1]})
+    assert enc.prepare(dated).table.rows[0].cells[0].text == "2020-01-02"
+    assert enc.prepare(dated).table.rows[0].cells[0].text == "2020-01-02"  # By its cells' texts.
+
+
+def test_a_frame_fingerprint_is_of_values_order_and_types():
+    from tapas_tf.data.table_files import frame_fingerprint
+
+    key = frame_fingerprint(CITIES)
+    assert key is not None and frame_fingerprint(CITIES.copy()) == key
+    assert frame_fingerprint(CITIES[["population", "city", "country"]]) != key
+    assert frame_fingerprint(CITIES.rename(columns={"city": "town"})) != key
+    numbers = pd.DataFrame({"a": [1, 2], "b": [0.5, -0.0], "c": [True, False]})
+    assert frame_fingerprint(numbers) is not None
+    assert frame_fingerprint(numbers.astype({"a": float})) != frame_fingerprint(numbers)  # The same texts ("1"), another key: one more conversion.
+    assert frame_fingerprint(pd.DataFrame({"a": [1, "x"]})) is None  # Mixed objects: by their texts.
+    assert frame_fingerprint(pd.DataFrame({"a": [pd.Timestamp("2020-01-01")]})) is None
