@@ -9,6 +9,7 @@ word piece whose word starts before position `k`, so words are never cut in half
 """
 
 import dataclasses
+import threading
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -48,6 +49,7 @@ class CellPieces:
         self.ids, self.offsets, self.starts, self.start_offsets = ids, offsets, starts, start_offsets
         self.lengths = np.diff(offsets)
         self._trimmed: Dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()  # Windows of one table may be planned on several threads.
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -93,9 +95,10 @@ class CellPieces:
             hit = values >= cap
             texts, first = np.unique(np.repeat(np.arange(len(long)), counts)[hit], return_index=True)
             out[long[texts]] = values[hit][first]
-        if len(self._trimmed) >= 8:
-            self._trimmed.pop(next(iter(self._trimmed)))
-        self._trimmed[cap] = out
+        with self._lock:
+            if cap not in self._trimmed and len(self._trimmed) >= 8:
+                self._trimmed.pop(next(iter(self._trimmed)))
+            self._trimmed[cap] = out
         return out
 
 
