@@ -62,7 +62,8 @@ class EncodedTable:
         self.num_rows = len(table.rows)
         _check_shape(table)
         self.header, self.pieces, self.cell_texts = tokenize_table(tokenizer, table, config.strip_column_names)
-        self.max_cell_length = max([len(c.ids) for c in self.header] + [int(self._cell_lengths.max())])
+        # Every distinct text is some cell's: the longest of them is the longest cell.
+        self.max_cell_length = max([len(c.ids) for c in self.header] + [int(self.pieces.lengths.max())])
         self._numbers, self._kinds = _cell_numbers(table)
         self.numeric_values = self._numbers.astype(np.float32)
         # Per column, once: whether ranks and relations are array work on its numbers.
