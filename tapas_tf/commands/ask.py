@@ -48,6 +48,8 @@ def define_flags() -> None:
                          "an answer that hit the limit says so.", lower_bound=1)
     flags.DEFINE_float("time_budget", None, "Stop reading a table's windows after this many seconds; an answer "
                        "that hit the limit says how many rows it covers.", lower_bound=0.001)
+    flags.DEFINE_bool("progress_bar", True, "While a table is read in windows, a bar of the windows read on "
+                      "stderr, when stderr is a terminal.")
     flags.DEFINE_string("table_name", None, "With --table a database (a SQLite file, sqlite:///PATH or another "
                         "SQLAlchemy URL): the table to ask; default its only table. Read in chunks, at most "
                         "--max_rows rows (default 100,000).")
@@ -96,7 +98,8 @@ def main(argv: List[str]) -> None:
             table = read_table_file(FLAGS.table, FLAGS.delimiter, FLAGS.max_table_mb, FLAGS.max_rows, FLAGS.table_name)
             title = FLAGS.table_name or os.path.basename(FLAGS.table)
         qa = model_flags.load_table_qa(prune=FLAGS.prune, precision=FLAGS.precision, backend=FLAGS.backend,
-                                       windows=FLAGS.windows, max_rows=FLAGS.max_rows, time_budget=FLAGS.time_budget)
+                                       windows=FLAGS.windows, max_rows=FLAGS.max_rows, time_budget=FLAGS.time_budget,
+                                       progress=None if FLAGS.progress_bar else False)
         qa.show_backend = True  # answered by: bundled sqa_tiny (LiteRT)
         console = Console(FLAGS.json, FLAGS.html, FLAGS.max_rows_shown, title)
         if FLAGS.index_dir:

@@ -73,7 +73,7 @@ from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.runners import load_runner
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 from tapas_tf.qa.window_encoding import WindowedQuestion, encode_windows
-from tapas_tf.qa.window_reading import WindowReader
+from tapas_tf.qa.window_reading import WindowReader, progress_bar
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
 Encoded = Union[EncodedQuestion, WindowedQuestion]
@@ -102,6 +102,8 @@ class TableQA:
         as the encoder's `prune` says (False).
       max_rows: read at most this many body rows of a table read in windows (None: all).
       time_budget: stop reading a table's windows after this many seconds (None: no limit).
+      progress: a tqdm bar of the windows while a big table is read: True always, None when stderr
+        is a terminal, False never.
 
     Every answer carries a confidence and, where its computation may not be what the question asks
     (a total answered with COUNT, a difference TAPAS cannot compute, a count asked as a follow-up,
@@ -111,12 +113,13 @@ class TableQA:
     def __init__(self, runner, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), name: str = "model",
                  aggregation_model: Union[None, "TableQA", Callable[[], "TableQA"]] = None,
                  calibration: Optional[Calibration] = None, windows: bool = True, max_rows: Optional[int] = None,
-                 time_budget: Optional[float] = None):
+                 time_budget: Optional[float] = None, progress: Optional[bool] = False):
         if max_rows is not None and max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
         if time_budget is not None and time_budget <= 0:
             raise ValueError(f"time_budget must be positive seconds, got {time_budget}")
         self.windows, self.max_rows, self.time_budget = windows, max_rows, time_budget
+        self.progress = progress
         self.runner = runner
         self.calibration = calibration
         self.encoder = encoder
@@ -175,7 +178,7 @@ class TableQA:
                        name: Optional[str] = None, rule: Optional[DecodingRule] = None,
                        aggregation_model_dir: Optional[str] = None, windows: bool = True,
                        max_rows: Optional[int] = None, time_budget: Optional[float] = None,
-                       **decoding) -> "TableQA":
+                       progress: Optional[bool] = False, **decoding) -> "TableQA":
         """Loads any model directory (trained here, imported from Hugging Face or TF1, or compact);
         without one, the bundled models (`tapas_tf.checkpoints.bundled`).
 
@@ -184,8 +187,8 @@ class TableQA:
         docstring); it loads, with the same options, when the first such question comes. Without
         `model_dir` it defaults to the bundled aggregation model; "" (or "none") turns it off.
 
-        `windows`, `max_rows` and `time_budget`: how a table too big for one example is read (the
-        class docstring).
+        `windows`, `max_rows`, `time_budget` and `progress`: how a table too big for one example is
+        read (the class docstring).
 
         `backend` is "auto", "lite" or "tensorflow" (the module docstring). The TensorFlow-only
         options: `jit_compile` compiles each bucket's function with XLA (pays at short buckets;
@@ -221,13 +224,14 @@ class TableQA:
                 aggregation_model_dir, dict(vocab_file=vocab_file, prune=prune, max_seq_length=max_seq_length,
                                             backend=backend, jit_compile=jit_compile, precision=precision,
                                             rule=rule, aggregation_model_dir="", windows=windows,
-                                            max_rows=max_rows, time_budget=time_budget, **decoding))
+                                            max_rows=max_rows, time_budget=time_budget, progress=progress,
+                                            **decoding))
         runner, config = load_runner(model_dir, checkpoint, backend, jit_compile, precision)
         rule = (rule or DecodingRule.for_model(config)).with_overrides(**decoding)
         encoder = TableEncoder.for_model_dir(model_dir, config, vocab_file, prune=prune,
                                              max_seq_length=max_seq_length)
         return cls(runner, encoder, rule, name, aggregation_model, Calibration.load(model_dir), windows=windows,
-                   max_rows=max_rows, time_budget=time_budget)
+                   max_rows=max_rows, time_budget=time_budget, progress=progress)
 
     @classmethod
     def from_pretrained(cls, name: str, revision: Optional[str] = None, token: Optional[str] = None,
@@ -360,7 +364,8 @@ class TableQA:
         if item.for_aggregation_model:
             return self.aggregation_model._answer_windowed(dataclasses.replace(item, for_aggregation_model=False),
                                                            time_budget)
-        result = WindowReader(self.runner, self.rule, time_budget=time_budget).answer(item)
+        bar = progress_bar(f"{self.display_name}: {item.rows_read:,} rows", self.progress)
+        result = WindowReader(self.runner, self.rule, time_budget=time_budget, progress=bar).answer(item)
         rows = sorted({cell.row for cell in result.cells})
         found = total_rows([[cell.text for cell in item.table.table.rows[row].cells] for row in rows])
         mine = self._finish(result, item.follow_up, {rows[i] for i in found},

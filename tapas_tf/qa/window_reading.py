@@ -16,12 +16,13 @@ several windows is asked once more over their rows together (a second pass; numb
 whole column's ranks), and that answer is the answer.
 
 Limits are explicit: a time budget stops the map after the chunk in which it ran out, and the
-answer says how many rows it covers (`TableReading.limit`).
+answer says how many rows it covers (`TableReading.limit`). A long read can show its progress:
+`WindowReader(..., progress=progress_bar("my model: 100,000 rows"))` moves a tqdm bar a chunk at a time.
 """
 
 import math
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +34,8 @@ from tapas_tf.qa.question_hints import question_kind
 from tapas_tf.qa.window_encoding import WindowedQuestion, pack_rows
 
 Coordinate = Tuple[int, int]
+# Makes the progress bar of one read: total windows -> an object with update(windows) and close().
+ProgressFactory = Callable[[int], Any]
 CHUNK_WINDOWS = 64
 # A question no window selects a cell for is asked again over candidate rows, among them the rows
 # sharing the most words with it, for tables of up to this many rows (ranking reads every cell).
@@ -80,14 +83,16 @@ class WindowReader:
       batch_size: windows per model call.
       time_budget: seconds for the map; None: no limit.
       clock: seconds, monotonic (tests pass a fake).
+      progress: makes a bar for each read of more than one chunk (`progress_bar`); None: no bar.
     """
 
     def __init__(self, runner, rule: DecodingRule = DecodingRule(), batch_size: int = 16,
-                 time_budget: Optional[float] = None, clock: Callable[[], float] = time.monotonic):
+                 time_budget: Optional[float] = None, clock: Callable[[], float] = time.monotonic,
+                 progress: Optional[ProgressFactory] = None):
         if time_budget is not None and time_budget <= 0:
             raise ValueError(f"time_budget must be positive seconds, got {time_budget}")
         self.runner, self.rule, self.batch_size = runner, rule, batch_size
-        self.time_budget, self.clock = time_budget, clock
+        self.time_budget, self.clock, self.progress = time_budget, clock, progress
 
     def answer(self, windowed: WindowedQuestion) -> AskResult:
         """The answer over every window read (see the module docstring)."""
@@ -118,14 +123,22 @@ class WindowReader:
         started = self.clock()
         scored: List[_Window] = []
         lengths: List[int] = []
-        for start in range(0, len(windowed.windows), CHUNK_WINDOWS):
-            chunk = windowed.windows[start:start + CHUNK_WINDOWS]
-            features = [windowed.features(rows) for rows in chunk]
-            lengths.extend(len(f["input_ids"]) for f in features)
-            scored.extend(self._ask(windowed, chunk, features))
-            if (self.time_budget is not None and len(scored) < len(windowed.windows)
-                    and self.clock() - started > self.time_budget):
-                return scored, lengths, "time_budget"
+        total = len(windowed.windows)
+        bar = self.progress(total) if self.progress is not None and total > CHUNK_WINDOWS else None
+        try:
+            for start in range(0, total, CHUNK_WINDOWS):
+                chunk = windowed.windows[start:start + CHUNK_WINDOWS]
+                features = [windowed.features(rows) for rows in chunk]
+                lengths.extend(len(f["input_ids"]) for f in features)
+                scored.extend(self._ask(windowed, chunk, features))
+                if bar is not None:
+                    bar.update(len(chunk))
+                if (self.time_budget is not None and len(scored) < total
+                        and self.clock() - started > self.time_budget):
+                    return scored, lengths, "time_budget"
+        finally:
+            if bar is not None:
+                bar.close()
         return scored, lengths, "max_rows" if windowed.max_rows is not None else None
 
     def _ask(self, windowed: WindowedQuestion, chunk: Sequence[Tuple[int, ...]],
@@ -236,6 +249,21 @@ class WindowReader:
             cell_probabilities=dict(probabilities), kept_rows=tuple(range(rows_read)),
             kept_columns=windowed.columns, diagnostics=diagnostics, sequence_length=max(lengths),
             reading=reading)
+
+
+def progress_bar(description: str, enabled: Optional[bool] = None, file: Any = None) -> Optional[ProgressFactory]:
+    """A `WindowReader` progress factory: a tqdm bar of windows named `description` (on stderr, or
+    `file`) when `enabled` is True, or None and the stream is a terminal; None (no bar) when False."""
+    if enabled is False:
+        return None
+
+    def make(total: int):
+        from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+
+        return tqdm(total=total, desc=description, unit="window", leave=False, file=file,
+                    disable=None if enabled is None else False)
+
+    return make
 
 
 def _scored(windowed: WindowedQuestion, rows: Tuple[int, ...], features: Mapping[str, np.ndarray],

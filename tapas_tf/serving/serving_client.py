@@ -36,7 +36,7 @@ from tapas_tf.qa.ask_encoding import MODEL_INPUT_FEATURES, TableEncoder, TableTo
 from tapas_tf.qa.ask_results import AskResult, decode_answer
 from tapas_tf.qa.tables import TableLike
 from tapas_tf.qa.window_encoding import WindowedQuestion, encode_windows
-from tapas_tf.qa.window_reading import WindowReader
+from tapas_tf.qa.window_reading import WindowReader, progress_bar
 
 PREDICT_FEATURES = "predict_features"
 SERVING_DEFAULT = "serving_default"
@@ -191,13 +191,15 @@ class ServingClient:
       timeout: seconds to wait for an answer.
       transport: sends a request; default `post_json` (tests pass a function that runs the
         SavedModel in process).
-      windows, max_rows, time_budget: how a table too big for one example is read (`TableQA`'s).
+      windows, max_rows, time_budget, progress: how a table too big for one example is read
+        (`TableQA`'s).
     """
 
     def __init__(self, url: str, encoder: TableEncoder, rule: DecodingRule = DecodingRule(), timeout: float = 60.0,
                  transport: Transport = post_json, windows: bool = True, max_rows: Optional[int] = None,
-                 time_budget: Optional[float] = None, **decoding):
+                 time_budget: Optional[float] = None, progress: Optional[bool] = False, **decoding):
         self.windows, self.max_rows, self.time_budget = windows, max_rows, time_budget
+        self.progress = progress
         self.url = predict_url(url)
         self.encoder = encoder
         self.rule = rule.with_overrides(**decoding)
@@ -253,9 +255,10 @@ class ServingClient:
         examples = [i for i, item in enumerate(encoded) if not isinstance(item, WindowedQuestion)]
         for index, result in zip(examples, self._run_examples([encoded[i] for i in examples])):
             results[index] = result
-        reader = WindowReader(self.run_model, self.rule, time_budget=self.time_budget)
         for index, item in enumerate(encoded):
             if isinstance(item, WindowedQuestion):
+                bar = progress_bar(f"TF Serving: {item.rows_read:,} rows", self.progress)
+                reader = WindowReader(self.run_model, self.rule, time_budget=self.time_budget, progress=bar)
                 results[index] = arithmetic.with_computed(
                     reader.answer(item), lambda row, item=item: [c.text for c in item.table.table.rows[row].cells])
         return results  # type: ignore[return-value]

@@ -218,6 +218,78 @@ def test_a_time_budget_stops_the_reading_and_the_answer_says_so(vocab, monkeypat
     assert qa.time_budget == 1.5
 
 
+class RecordingBar:
+    """A progress bar that records what the reader tells it."""
+
+    def __init__(self, made, total):
+        self.total, self.updates, self.closed = total, [], False
+        made.append(self)
+
+    def update(self, windows):
+        self.updates.append(windows)
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_read_of_several_chunks_moves_a_progress_bar_a_chunk_at_a_time(vocab, monkeypatch):
+    from tapas_tf.qa import window_reading
+
+    monkeypatch.setattr(window_reading, "CHUNK_WINDOWS", 2)
+    encoder = make_encoder(vocab)
+    runner = ScriptedRunner(token_is(encoder, "red", COLOUR), "COUNT")
+    windowed = encode_windows(encoder, encoder.prepare(TABLE), "how many are red?")
+    made = []
+    reader = window_reading.WindowReader(runner, DecodingRule(), progress=lambda total: RecordingBar(made, total))
+    result = reader.answer(windowed)
+    windows = len(windowed.windows)
+    assert windows > 2 and result.value == 10
+    (bar,) = made
+    assert bar.total == windows and sum(bar.updates) == windows and bar.closed
+    assert bar.updates == [2] * (windows // 2) + ([windows % 2] if windows % 2 else [])
+
+
+def test_a_read_of_one_chunk_makes_no_bar_and_a_time_budget_closes_its_bar(vocab, monkeypatch):
+    from tapas_tf.qa import window_reading
+
+    encoder = make_encoder(vocab)
+    runner = ScriptedRunner(token_is(encoder, "red", COLOUR), "COUNT")
+    windowed = encode_windows(encoder, encoder.prepare(TABLE), "how many are red?")
+    made = []
+    window_reading.WindowReader(runner, DecodingRule(), progress=lambda t: RecordingBar(made, t)).answer(windowed)
+    assert made == []  # Every window in the first chunk: nothing to watch.
+    monkeypatch.setattr(window_reading, "CHUNK_WINDOWS", 1)
+    ticks = iter(range(1000))
+    reader = window_reading.WindowReader(runner, DecodingRule(), time_budget=1.5, clock=lambda: float(next(ticks)),
+                                         progress=lambda t: RecordingBar(made, t))
+    assert reader.answer(windowed).reading.limit == "time_budget"
+    (bar,) = made
+    assert bar.updates == [1, 1] and bar.closed
+
+
+def test_table_qa_shows_a_named_tqdm_bar_only_when_asked(vocab, monkeypatch, capsys):
+    import io
+
+    from tapas_tf.qa import window_reading
+
+    monkeypatch.setattr(window_reading, "CHUNK_WINDOWS", 1)
+    assert window_reading.progress_bar("x", False) is None
+    stream = io.StringIO()  # Not a terminal: the automatic choice shows nothing there.
+    window_reading.progress_bar("quiet", None, file=stream)(5).close()
+    assert stream.getvalue() == ""
+    shown = io.StringIO()
+    bar = window_reading.progress_bar("scripted: 30 rows", True, file=shown)(5)
+    bar.update(5)
+    bar.close()
+    assert "scripted: 30 rows:" in shown.getvalue() and "0/5 [" in shown.getvalue()  # Refreshes are throttled.
+    encoder = make_encoder(vocab)
+    qa_with(vocab, ScriptedRunner(token_is(encoder, "red", COLOUR), "COUNT"), progress=True).answer(
+        TABLE, "how many are red?")
+    assert "scripted: 30 rows" in capsys.readouterr().err
+    qa_with(vocab, ScriptedRunner(token_is(encoder, "red", COLOUR), "COUNT")).answer(TABLE, "how many are red?")
+    assert capsys.readouterr().err == ""  # The API's default: no bar.
+
+
 def test_a_follow_up_sees_the_previous_answer_in_its_window(vocab):
     encoder = make_encoder(vocab)
     windowed = encode_windows(encoder, encoder.prepare(TABLE), "and those?", previous_answer=[(25, NAME)])

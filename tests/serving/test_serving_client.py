@@ -160,6 +160,18 @@ def test_a_table_beyond_the_served_limits_is_read_in_windows_over_the_signature(
     assert all(0 <= r < 12 for r, _ in result.coordinates)
 
 
+def test_the_client_loop_shows_a_progress_bar_when_asked(served, monkeypatch, capsys):
+    from tapas_tf.qa import window_reading
+
+    monkeypatch.setattr(window_reading, "CHUNK_WINDOWS", 1)
+    big = pd.DataFrame([[f"city{i}", "france", str(i)] for i in range(12)], columns=HEADER)
+    serving_client.ask_served(URL, big, "which city?", export_dir=served["export_dir"],
+                              transport=served["transport"], progress=True)
+    assert "TF Serving: 12 rows" in capsys.readouterr().err
+    serving_client.ask_served(URL, big, "which city?", export_dir=served["export_dir"], transport=served["transport"])
+    assert "TF Serving" not in capsys.readouterr().err
+
+
 def test_ask_served_without_windows_prunes_to_the_served_limits(served):
     big = pd.DataFrame([[f"city{i}", "france", str(i)] for i in range(12)], columns=HEADER)
     result = serving_client.ask_served(URL, big, "which city?", export_dir=served["export_dir"],
