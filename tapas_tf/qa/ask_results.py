@@ -18,6 +18,8 @@ from tapas_tf.inference.decoding import AGGREGATION_NAMES, DecodingRule
 from tapas_tf.qa.ask_encoding import EncodedQuestion
 
 Coordinate = Tuple[int, int]
+# Distinct cell texts an answer's summary names; past them it says how many others (`answers` has all).
+SUMMARY_TEXTS = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +148,8 @@ class AskResult:
 
     @property
     def summary(self) -> str:
-        """"Paris, Vienna", "SUM of 3 cells = 4,812", or "6.6 m (computed: 113.6 m − 107 m = 6.6 m)"."""
+        """"Paris, Vienna", "SUM of 3 cells = 4,812", or "6.6 m (computed: 113.6 m − 107 m = 6.6 m)"; at
+        most SUMMARY_TEXTS distinct cell texts, then how many others (`answers` holds every one)."""
         if self.computed is not None:
             return f"{self.computed.answer} (computed: {self.computed.expression})"
         if self.operator == "NONE":
@@ -238,12 +241,17 @@ def _selected_cell(encoded: EncodedQuestion, row: int, column: int, probability:
                         float(probability), execution.cell_number(cell))
 
 
-def _cells_in_words(texts: Sequence[str]) -> str:
+def _cells_in_words(texts: Sequence[str], most: int = SUMMARY_TEXTS) -> str:
     """Selected cells' texts for a person: an empty cell (NaN in a DataFrame) as "(empty cell)", and a
-    text that several cells hold once, with their count ("Galway (2 cells)"), in first-seen order."""
+    text that several cells hold once, with their count ("Galway (2 cells)"), in first-seen order;
+    past `most` distinct texts, how many more there are (a big table's answer may hold thousands)."""
     counts = collections.Counter(texts)
+    distinct = list(dict.fromkeys(texts))
     words = []
-    for text in dict.fromkeys(texts):
+    for text in distinct[:most]:
         shown = text if text.strip() else "(empty cell)"
         words.append(shown if counts[text] == 1 else f"{shown} ({counts[text]} cells)")
+    if len(distinct) > most:
+        others = len(distinct) - most
+        words.append(f"and {others:,} other {'text' if others == 1 else 'texts'} ({len(texts):,} cells in all)")
     return ", ".join(words)

@@ -261,6 +261,11 @@ def test_long_tables_say_how_many_rows_follow_below_the_table_and_cells_read_as_
 
     assert _cells_in_words(["Galway", "Galway", "Cork"]) == "Galway (2 cells), Cork"
     assert _cells_in_words(["", "Cork"]) == "(empty cell), Cork"  # A NaN cell of a DataFrame.
+    many = [f"c{i}" for i in range(23)] + ["c0", "c1"]  # A big table's answer: 25 cells, 23 texts.
+    assert _cells_in_words(many, most=20) == ", ".join(["c0 (2 cells)", "c1 (2 cells)"] + [f"c{i}" for i in range(2, 20)]
+                                                       ) + ", and 3 other texts (25 cells in all)"
+    assert _cells_in_words(many[:21], most=20).endswith("c19, and 1 other text (21 cells in all)")
+    assert _cells_in_words(many[:20], most=20).endswith("c18, c19")
 
 
 def test_fallback_to_best_cell_answers_when_no_cell_passes_the_threshold(trained, trained_qa):
