@@ -36,12 +36,16 @@ def strip_accents(text: str, compatibility: bool = True) -> str:
     ("km²" -> "km2", "ﬁ" -> "fi"); without it (NFD) they are kept, so that a
     superscript is not read as a number.
     """
+    if text.isascii():  # Most cells: nothing decomposes, and no character is a combining mark.
+        return text
     decomposed = unicodedata.normalize("NFKD" if compatibility else "NFD", text)
     return "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
 
 
 def normalize_punctuation(text: str) -> str:
     """Maps typographic quotes and dashes to their ASCII forms."""
+    if text.isascii():  # Of the marks mapped, only the backtick is ASCII.
+        return text.replace("`", "'")
     text = _SINGLE_QUOTES.sub("'", text)
     text = _DOUBLE_QUOTES.sub('"', text)
     return _DASHES.sub("-", text)
