@@ -192,7 +192,7 @@ def runners_up_lines(found: CollectionAnswer, shown: int = 4) -> List[str]:
 
 def ask_one_table(qa, frame: pd.DataFrame):
     """`Console.answer_file`'s answer function over one table (converted once)."""
-    prepared = qa.encoder.prepare(frame)
+    prepared = qa.prepare(frame)
 
     def answer(question: str):
         result = qa.answer_encoded([qa.encode(prepared, question)])[0]

@@ -44,6 +44,7 @@ SUM/AVERAGE/COUNT) is this module's, whichever runs it (`BACKENDS`):
 This module imports no TensorFlow; the TensorFlow backend loads it when chosen.
 """
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -76,6 +77,9 @@ from tapas_tf.qa.window_encoding import WindowedQuestion, encode_windows
 from tapas_tf.qa.window_reading import WindowReader, progress_bar
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
+# A table of at least this many cells says what it is doing while it is prepared (with `progress`):
+# 10^6 cells take about 10 s to tokenise, annotate and rank before the first window is read.
+STATUS_CELLS = 100_000
 Encoded = Union[EncodedQuestion, WindowedQuestion]
 
 
@@ -262,17 +266,34 @@ class TableQA:
 
     def answer(self, table: TableLike, question: str, previous_answer: PreviousAnswer = None) -> AskResult:
         """Answers one question; `previous_answer` (a result or cells) is the SQA follow-up context."""
-        prepared = self.encoder.prepare(table)
+        prepared = self.prepare(table)
         return self._run([self.encode(prepared, question, previous_answer)])[0]
 
     def answer_many(self, table: TableLike, questions: Sequence[str]) -> List[AskResult]:
         """Answers independent questions about one table: one conversion, batched by bucket."""
-        prepared = self.encoder.prepare(table)
+        prepared = self.prepare(table)
         return self._run([self.encode(prepared, q) for q in questions])
 
     def conversation(self, table: TableLike) -> "Conversation":
         """A conversation about one table, in which each question sees the previous answer."""
-        return Conversation(self, self.encoder.prepare(table))
+        return Conversation(self, self.prepare(table))
+
+    def prepare(self, table: TableLike) -> PreparedTable:
+        """The table converted to text and annotated once (`TableEncoder.prepare`); a DataFrame of
+        STATUS_CELLS cells or more says so on stderr meanwhile when `progress` asks for it."""
+        cells = table.shape[0] * table.shape[1] if isinstance(table, pd.DataFrame) else 0
+        with self._status(f"preparing {cells // max(1, table.shape[1]):,} rows" if cells else "", cells):
+            return self.encoder.prepare(table)
+
+    def _status(self, doing: str, cells: int):
+        """A one-line tqdm status "name: doing" on stderr while a big table is worked on (`progress`:
+        True always, None on a terminal), cleared when done; else nothing."""
+        if self.progress is False or cells < STATUS_CELLS:
+            return contextlib.nullcontext()
+        from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+
+        return tqdm(total=None, desc=f"{self.display_name}: {doing}", bar_format="{desc} ...",
+                    leave=False, disable=None if self.progress is None else False)
 
     def encode(self, prepared: PreparedTable, question: str, previous_answer: PreviousAnswer = None) -> Encoded:
         """Features of one question for the model that answers it (the module docstring): a follow-up
@@ -308,7 +329,10 @@ class TableQA:
                 return encoder.encode(prepared, question, previous, prune=False)
             except TableTooBig:
                 pass
-        return encode_windows(encoder, prepared, question, previous or (), self.max_rows)
+        table = prepared.table
+        cells = len(table.rows) * len(table.columns)
+        with self._status(f"tokens, numbers and ranks of {len(table.rows):,} rows", cells):
+            return encode_windows(encoder, prepared, question, previous or (), self.max_rows)
 
     @property
     def routes_by_confidence(self) -> bool:

@@ -290,6 +290,21 @@ def test_table_qa_shows_a_named_tqdm_bar_only_when_asked(vocab, monkeypatch, cap
     assert capsys.readouterr().err == ""  # The API's default: no bar.
 
 
+def test_a_big_table_says_what_it_prepares_before_its_windows_are_read(vocab, monkeypatch, capsys):
+    from tapas_tf.qa import table_qa
+
+    encoder = make_encoder(vocab)
+    monkeypatch.setattr(table_qa, "STATUS_CELLS", ROWS * 3)  # TABLE's 90 cells count as big.
+    qa = qa_with(vocab, ScriptedRunner(token_is(encoder, "red", COLOUR), "COUNT"), progress=True)
+    assert qa.answer(TABLE, "how many are red?").value == 10
+    err = capsys.readouterr().err
+    assert "scripted: preparing 30 rows ..." in err and "scripted: tokens, numbers and ranks of 30 rows ..." in err
+    monkeypatch.setattr(table_qa, "STATUS_CELLS", ROWS * 3 + 1)  # One cell short of big: no status.
+    qa.answer(TABLE.assign(points=TABLE.points + "0"), "how many are red?")
+    err = capsys.readouterr().err
+    assert "preparing" not in err and "tokens, numbers" not in err
+
+
 def test_a_follow_up_sees_the_previous_answer_in_its_window(vocab):
     encoder = make_encoder(vocab)
     windowed = encode_windows(encoder, encoder.prepare(TABLE), "and those?", previous_answer=[(25, NAME)])
