@@ -44,7 +44,6 @@ SUM/AVERAGE/COUNT) is this module's, whichever runs it (`BACKENDS`):
 This module imports no TensorFlow; the TensorFlow backend loads it when chosen.
 """
 
-import contextlib
 import dataclasses
 import os
 import threading
@@ -74,7 +73,7 @@ from tapas_tf.qa.question_hints import aggregation_cue
 from tapas_tf.qa.runners import load_runner
 from tapas_tf.qa.tables import AskError, TableLike  # noqa: F401 (AskError is public here)
 from tapas_tf.qa.window_encoding import WindowedQuestion, encode_windows
-from tapas_tf.qa.window_reading import WindowReader, progress_bar
+from tapas_tf.qa.window_reading import WindowReader, progress_bar, status_line
 
 PreviousAnswer = Optional[object]  # An AskResult, or a sequence of (row, column).
 # A table of at least this many cells says what it is doing while it is prepared (with `progress`):
@@ -281,19 +280,14 @@ class TableQA:
     def prepare(self, table: TableLike) -> PreparedTable:
         """The table converted to text and annotated once (`TableEncoder.prepare`); a DataFrame of
         STATUS_CELLS cells or more says so on stderr meanwhile when `progress` asks for it."""
-        cells = table.shape[0] * table.shape[1] if isinstance(table, pd.DataFrame) else 0
-        with self._status(f"preparing {cells // max(1, table.shape[1]):,} rows" if cells else "", cells):
+        rows, columns = table.shape if isinstance(table, pd.DataFrame) else (0, 0)
+        with self._status(f"preparing {rows:,} rows", rows * columns):
             return self.encoder.prepare(table)
 
     def _status(self, doing: str, cells: int):
-        """A one-line tqdm status "name: doing" on stderr while a big table is worked on (`progress`:
-        True always, None on a terminal), cleared when done; else nothing."""
-        if self.progress is False or cells < STATUS_CELLS:
-            return contextlib.nullcontext()
-        from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
-
-        return tqdm(total=None, desc=f"{self.display_name}: {doing}", bar_format="{desc} ...",
-                    leave=False, disable=None if self.progress is None else False)
+        """A status line "name: doing ..." on stderr while a table of STATUS_CELLS cells or more is
+        worked on (`window_reading.status_line`, under `progress`); else nothing."""
+        return status_line(f"{self.display_name}: {doing}", self.progress if cells >= STATUS_CELLS else False)
 
     def encode(self, prepared: PreparedTable, question: str, previous_answer: PreviousAnswer = None) -> Encoded:
         """Features of one question for the model that answers it (the module docstring): a follow-up

@@ -20,6 +20,7 @@ answer says how many rows it covers (`TableReading.limit`). A long read can show
 `WindowReader(..., progress=progress_bar("my model: 100,000 rows"))` moves a tqdm bar a chunk at a time.
 """
 
+import contextlib
 import math
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -256,14 +257,22 @@ def progress_bar(description: str, enabled: Optional[bool] = None, file: Any = N
     `file`) when `enabled` is True, or None and the stream is a terminal; None (no bar) when False."""
     if enabled is False:
         return None
+    return lambda total: _tqdm(enabled, total=total, desc=description, unit="window", file=file)
 
-    def make(total: int):
-        from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
 
-        return tqdm(total=total, desc=description, unit="window", leave=False, file=file,
-                    disable=None if enabled is None else False)
+def status_line(description: str, enabled: Optional[bool] = None, file: Any = None):
+    """A context manager that shows "`description` ..." on stderr (or `file`) while it is open, and
+    clears it after, under `progress_bar`'s rule for `enabled`; one that does nothing when False."""
+    if enabled is False:
+        return contextlib.nullcontext()
+    return _tqdm(enabled, total=None, desc=description, bar_format="{desc} ...", file=file)
 
-    return make
+
+def _tqdm(enabled: Optional[bool], **options):
+    """A tqdm bar cleared when closed: shown when `enabled` is True, on a terminal only when None."""
+    from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+
+    return tqdm(leave=False, disable=None if enabled is None else not enabled, **options)
 
 
 def _scored(windowed: WindowedQuestion, rows: Tuple[int, ...], features: Mapping[str, np.ndarray],
